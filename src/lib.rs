@@ -1,0 +1,3 @@
+//! acp-lsp: an ACP relay that gives agents language-server intelligence.
+
+pub mod jsonrpc;
