@@ -1,3 +1,9 @@
 //! acp-lsp: an ACP relay that gives agents language-server intelligence.
+//!
+//! See ARCHITECTURE.md for the data flow and the code map.
 
+pub mod acp;
+pub mod gate;
 pub mod jsonrpc;
+pub mod lsp;
+pub mod record;

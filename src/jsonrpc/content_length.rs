@@ -45,8 +45,14 @@ pub enum FrameError {
 #[derive(Debug)]
 enum State {
     Header,
-    Body { len: usize },
-    Drain { remaining: usize, declared: usize, prefix: BytesMut },
+    Body {
+        len: usize,
+    },
+    Drain {
+        remaining: usize,
+        declared: usize,
+        prefix: BytesMut,
+    },
 }
 
 /// Decoder and encoder for Content-Length frames.
@@ -99,7 +105,10 @@ impl ContentLengthCodec {
                 if value.is_empty() || value.len() > 19 || !value.iter().all(u8::is_ascii_digit) {
                     return Err(FrameError::InvalidLength(text));
                 }
-                length = Some(text.parse::<usize>().map_err(|_| FrameError::InvalidLength(text))?);
+                length = Some(
+                    text.parse::<usize>()
+                        .map_err(|_| FrameError::InvalidLength(text))?,
+                );
             }
         }
         length.ok_or(FrameError::MissingLength)
@@ -121,7 +130,9 @@ impl Decoder for ContentLengthCodec {
         loop {
             match &mut self.state {
                 State::Header => {
-                    let window = buf.len().min(self.limits.max_header_bytes + HEADER_END.len());
+                    let window = buf
+                        .len()
+                        .min(self.limits.max_header_bytes + HEADER_END.len());
                     let Some(end) = memchr::memmem::find(&buf[..window], HEADER_END) else {
                         if buf.len() > self.limits.max_header_bytes {
                             let limit = self.limits.max_header_bytes;
@@ -282,12 +293,18 @@ mod tests {
         let out = decode_all(b"Content-Type: x\r\n\r\n", Limits::default(), &[]);
         assert!(matches!(
             out[0],
-            LspFrame::Malformed { reason: FrameError::MissingLength, .. }
+            LspFrame::Malformed {
+                reason: FrameError::MissingLength,
+                ..
+            }
         ));
         let out = decode_all(b"garbage line\r\n\r\n", Limits::default(), &[]);
         assert!(matches!(
             out[0],
-            LspFrame::Malformed { reason: FrameError::InvalidHeaderLine, .. }
+            LspFrame::Malformed {
+                reason: FrameError::InvalidHeaderLine,
+                ..
+            }
         ));
     }
 
@@ -311,14 +328,20 @@ mod tests {
         let out = decode_all(many.as_bytes(), limits, &[]);
         assert!(matches!(
             out[0],
-            LspFrame::Malformed { reason: FrameError::TooManyHeaderLines(32), .. }
+            LspFrame::Malformed {
+                reason: FrameError::TooManyHeaderLines(32),
+                ..
+            }
         ));
         let mut huge = format!("X-Big: {}\r\n", "a".repeat(9000)).into_bytes();
         huge.extend_from_slice(&frame("{}"));
         let out = decode_all(&huge, limits, &[]);
         assert!(matches!(
             out[0],
-            LspFrame::Malformed { reason: FrameError::HeaderTooLarge(8192), .. }
+            LspFrame::Malformed {
+                reason: FrameError::HeaderTooLarge(8192),
+                ..
+            }
         ));
         assert_eq!(messages(&out), vec!["{}"]);
     }
@@ -329,7 +352,10 @@ mod tests {
             max_lsp_frame: 100,
             ..Limits::default()
         };
-        let big = format!(r#"{{"jsonrpc":"2.0","id":42,"result":"{}"}}"#, "x".repeat(500));
+        let big = format!(
+            r#"{{"jsonrpc":"2.0","id":42,"result":"{}"}}"#,
+            "x".repeat(500)
+        );
         let mut input = frame(&big);
         input.extend_from_slice(&frame(r#"{"id":43}"#));
         let cuts: Vec<usize> = (0..input.len()).step_by(37).collect();
@@ -357,7 +383,10 @@ mod tests {
         let out = decode_all(b"Content-Length: 10\r\n\r\n{}", Limits::default(), &[]);
         assert!(matches!(
             out[0],
-            LspFrame::Malformed { reason: FrameError::Truncated, .. }
+            LspFrame::Malformed {
+                reason: FrameError::Truncated,
+                ..
+            }
         ));
     }
 

@@ -9,6 +9,8 @@ pub mod content_length;
 pub mod depth;
 pub mod limits;
 pub mod ndjson;
+pub mod object;
+pub mod shallow;
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -112,7 +114,9 @@ impl<'a> Envelope<'a> {
     pub fn parse(bytes: &'a [u8]) -> Result<Envelope<'a>, serde_json::Error> {
         // A derived struct would also accept a JSON array positionally.
         if first_significant_byte(bytes) != Some(b'{') {
-            return Err(serde::de::Error::custom("a JSON-RPC message must be an object"));
+            return Err(serde::de::Error::custom(
+                "a JSON-RPC message must be an object",
+            ));
         }
         serde_json::from_slice(bytes)
     }
@@ -247,18 +251,27 @@ mod tests {
 
     #[test]
     fn classifies_every_kind() {
-        assert!(matches!(kind_of(r#"{"method":"n"}"#), Some(Kind::Notification { .. })));
+        assert!(matches!(
+            kind_of(r#"{"method":"n"}"#),
+            Some(Kind::Notification { .. })
+        ));
         assert!(matches!(
             kind_of(r#"{"id":null,"method":"n"}"#),
             Some(Kind::Notification { .. })
         ));
         assert!(matches!(
             kind_of(r#"{"id":1,"result":null}"#),
-            Some(Kind::Response { outcome: Outcome::Result(_), .. })
+            Some(Kind::Response {
+                outcome: Outcome::Result(_),
+                ..
+            })
         ));
         assert!(matches!(
             kind_of(r#"{"id":1,"error":{"code":1,"message":"x"}}"#),
-            Some(Kind::Response { outcome: Outcome::Error(_), .. })
+            Some(Kind::Response {
+                outcome: Outcome::Error(_),
+                ..
+            })
         ));
         assert!(kind_of("{}").is_none());
         assert!(Envelope::parse(b"[1]").is_err());

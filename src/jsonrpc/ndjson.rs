@@ -101,7 +101,10 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
             }
             let want = READ_CHUNK.min(self.max_line.saturating_sub(self.buf.len()).max(1));
             self.buf.reserve(want);
-            let n = (&mut self.inner).take(want as u64).read_buf(&mut self.buf).await?;
+            let n = (&mut self.inner)
+                .take(want as u64)
+                .read_buf(&mut self.buf)
+                .await?;
             if n == 0 {
                 self.eof = true;
             }

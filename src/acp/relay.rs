@@ -1,0 +1,505 @@
+//! The relay: editor ⇄ proxy ⇄ agent, newline-delimited JSON-RPC both ways.
+//!
+//! Every line is forwarded as the exact bytes that arrived, in order, except:
+//! the editor's `initialize` request (gains the `lsp` capability), the agent's
+//! requests to the gate (answered here, never forwarded) and the agent's
+//! `$/cancel_request` for one of those. Session lifecycle and
+//! `fs/write_text_file` are observed on the way through.
+
+use super::initialize::rewrite_initialize;
+use super::sessions::{result_session_id, session_op, SessionOp};
+use super::writer::{write_lines, Outgoing, OUTPUT_QUEUE};
+use crate::gate::error::{GateError, INVALID_REQUEST, PARSE_ERROR};
+use crate::gate::{Gate, GateMethod, LspHost};
+use crate::jsonrpc::ndjson::{LineChunk, LineReader};
+use crate::jsonrpc::{
+    self, depth, first_significant_byte, shallow, Envelope, ErrorObject, Kind, Outcome, RequestId,
+};
+use crate::record::{Direction, Recorder};
+use bytes::Bytes;
+use futures::future::{join_all, BoxFuture};
+use futures::FutureExt;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::mpsc;
+
+/// Who answers the agent's `lsp/*` calls when the editor advertises `lsp` itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum LspMode {
+    /// Pass them to the editor when it advertises `lsp` (its servers know unsaved buffers); answer otherwise.
+    #[default]
+    Auto,
+    /// Always answer them here.
+    Own,
+}
+
+/// How the relay behaves.
+#[derive(Clone, Default)]
+pub struct RelayOptions {
+    pub lsp_mode: LspMode,
+    pub recorder: Option<Recorder>,
+}
+
+/// How the relay ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RelayEnd {
+    /// The agent closed its output (it exited).
+    AgentClosed,
+    /// The editor stopped reading our output.
+    EditorGone,
+}
+
+/// A request the agent sent the editor that the relay watches for its answer.
+enum AgentRequest {
+    WriteTextFile { line: Bytes },
+}
+
+struct State {
+    /// Whether the gate answers the agent's `lsp/*` calls.
+    answer_lsp: bool,
+    /// Editor request id → session lifecycle request awaiting the agent's answer.
+    editor_requests: HashMap<RequestId, SessionOp>,
+    /// Agent request id → request awaiting the editor's answer.
+    agent_requests: HashMap<RequestId, AgentRequest>,
+}
+
+struct Relay<H> {
+    gate: Arc<Gate<H>>,
+    options: RelayOptions,
+    state: Mutex<State>,
+    to_agent: mpsc::Sender<Outgoing>,
+    to_editor: mpsc::Sender<Outgoing>,
+}
+
+/// What to do with one message.
+enum Action {
+    Forward,
+    Replace(Vec<u8>),
+    /// Answered by the gate (or at once); nothing is forwarded.
+    Answer(BoxFuture<'static, Vec<u8>>),
+    /// Consumed here; nothing is forwarded or answered.
+    Swallow,
+}
+
+/// Runs the relay until the agent's output ends or the editor stops reading.
+///
+/// `editor_eof` is called once the editor's input ends (the agent's input is
+/// then closed; the caller bounds how long the agent may take to exit).
+pub async fn run<H, EI, EO, AI, AO>(
+    gate: Arc<Gate<H>>,
+    editor_in: EI,
+    editor_out: EO,
+    agent_in: AI,
+    agent_out: AO,
+    options: RelayOptions,
+    editor_eof: impl FnOnce() + Send + 'static,
+) -> RelayEnd
+where
+    H: LspHost,
+    EI: AsyncRead + Unpin + Send + 'static,
+    EO: AsyncWrite + Unpin + Send + 'static,
+    AI: AsyncWrite + Unpin + Send + 'static,
+    AO: AsyncRead + Unpin + Send + 'static,
+{
+    let (to_agent, agent_rx) = mpsc::channel(OUTPUT_QUEUE);
+    let (to_editor, editor_rx) = mpsc::channel(OUTPUT_QUEUE);
+    let recorder = options.recorder.clone();
+    let max_line = gate.limits().max_inspected_line;
+    let relay = Arc::new(Relay {
+        gate,
+        options,
+        state: Mutex::new(State {
+            answer_lsp: true,
+            editor_requests: HashMap::new(),
+            agent_requests: HashMap::new(),
+        }),
+        to_agent,
+        to_editor,
+    });
+
+    let agent_writer = tokio::spawn(write_lines(
+        agent_in,
+        agent_rx,
+        recorder.clone().map(|r| (r, Direction::ProxyToAgent)),
+    ));
+    let editor_writer = tokio::spawn(write_lines(
+        editor_out,
+        editor_rx,
+        recorder.clone().map(|r| (r, Direction::ProxyToEditor)),
+    ));
+
+    let from_editor = {
+        let relay = Arc::clone(&relay);
+        tokio::spawn(async move {
+            relay.pump(editor_in, max_line, Side::Editor).await;
+            editor_eof();
+        })
+    };
+    let end = relay.pump(agent_out, max_line, Side::Agent).await;
+    from_editor.abort();
+    // Dropping the last senders lets both writers drain and finish.
+    drop(relay);
+    let _ = agent_writer.await;
+    let editor_result = editor_writer.await;
+    match (end, editor_result) {
+        (RelayEnd::AgentClosed, Ok(Ok(()))) => RelayEnd::AgentClosed,
+        _ => RelayEnd::EditorGone,
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Side {
+    Editor,
+    Agent,
+}
+
+impl<H: LspHost> Relay<H> {
+    fn sink(&self, side: Side) -> &mpsc::Sender<Outgoing> {
+        match side {
+            Side::Editor => &self.to_agent,
+            Side::Agent => &self.to_editor,
+        }
+    }
+
+    fn record_in(&self, side: Side, bytes: &[u8], fragment: bool) {
+        if let Some(rec) = &self.options.recorder {
+            let dir = match side {
+                Side::Editor => Direction::EditorToProxy,
+                Side::Agent => Direction::AgentToProxy,
+            };
+            if fragment {
+                rec.fragment(&dir, bytes);
+            } else {
+                rec.message(&dir, bytes);
+            }
+        }
+    }
+
+    /// Reads one side until it ends, forwarding to the other.
+    async fn pump<R: AsyncRead + Unpin>(
+        self: &Arc<Self>,
+        input: R,
+        max_line: usize,
+        side: Side,
+    ) -> RelayEnd {
+        let mut reader = LineReader::new(input, max_line);
+        loop {
+            let chunk = match reader.next().await {
+                Ok(Some(chunk)) => chunk,
+                Ok(None) => return RelayEnd::AgentClosed,
+                Err(e) => {
+                    tracing::warn!(?side, error = %e, "read failed");
+                    return RelayEnd::AgentClosed;
+                }
+            };
+            let sent = match chunk {
+                LineChunk::Line { bytes, terminated } => {
+                    self.record_in(side, &bytes, false);
+                    self.on_line(side, bytes, terminated).await
+                }
+                LineChunk::Fragment {
+                    bytes,
+                    last,
+                    terminated,
+                } => {
+                    // Too long to inspect: never ours, streamed straight through.
+                    self.record_in(side, &bytes, true);
+                    self.sink(side)
+                        .send(Outgoing::Fragment {
+                            bytes,
+                            last,
+                            terminated,
+                        })
+                        .await
+                        .is_ok()
+                }
+            };
+            if !sent {
+                return RelayEnd::EditorGone;
+            }
+        }
+    }
+
+    /// Handles one whole line. Returns false when the output is gone.
+    async fn on_line(self: &Arc<Self>, side: Side, bytes: Bytes, terminated: bool) -> bool {
+        let forward = |bytes: Bytes| Outgoing::Line { bytes, terminated };
+        match first_significant_byte(&bytes) {
+            Some(b'{') => match self.inspect(side, &bytes) {
+                Action::Forward => self.sink(side).send(forward(bytes)).await.is_ok(),
+                Action::Replace(new) => self.sink(side).send(forward(new.into())).await.is_ok(),
+                Action::Answer(answer) => {
+                    let to_agent = self.to_agent.clone();
+                    tokio::spawn(async move {
+                        let response = answer.await;
+                        let _ = to_agent.send(Outgoing::line(response)).await;
+                    });
+                    true
+                }
+                Action::Swallow => true,
+            },
+            Some(b'[') => self.on_batch(side, bytes, terminated).await,
+            _ => self.sink(side).send(forward(bytes)).await.is_ok(),
+        }
+    }
+
+    /// A batch line (ACP v2): each element is handled as a message; elements
+    /// for the other side leave as one array, our answers return as one array.
+    async fn on_batch(self: &Arc<Self>, side: Side, bytes: Bytes, terminated: bool) -> bool {
+        let Ok(elements) = serde_json::from_slice::<Vec<&RawValue>>(&bytes) else {
+            return self
+                .sink(side)
+                .send(Outgoing::Line { bytes, terminated })
+                .await
+                .is_ok();
+        };
+        let mut changed = false;
+        let mut forwarded: Vec<Vec<u8>> = Vec::with_capacity(elements.len());
+        let mut answers = Vec::new();
+        for element in &elements {
+            let text = element.get().as_bytes();
+            match self.inspect(side, text) {
+                Action::Forward => forwarded.push(text.to_vec()),
+                Action::Replace(new) => {
+                    changed = true;
+                    forwarded.push(new);
+                }
+                Action::Answer(answer) => {
+                    changed = true;
+                    answers.push(answer);
+                }
+                Action::Swallow => changed = true,
+            }
+        }
+        if !answers.is_empty() {
+            let to_agent = self.to_agent.clone();
+            tokio::spawn(async move {
+                let responses = join_all(answers).await;
+                let _ = to_agent.send(Outgoing::line(join_array(&responses))).await;
+            });
+        }
+        if !changed {
+            return self
+                .sink(side)
+                .send(Outgoing::Line { bytes, terminated })
+                .await
+                .is_ok();
+        }
+        if forwarded.is_empty() {
+            return true;
+        }
+        self.sink(side)
+            .send(Outgoing::Line {
+                bytes: join_array(&forwarded).into(),
+                terminated,
+            })
+            .await
+            .is_ok()
+    }
+
+    fn inspect(&self, side: Side, bytes: &[u8]) -> Action {
+        let envelope = match Envelope::parse(bytes) {
+            Ok(envelope) => envelope,
+            Err(_) if side == Side::Agent => return self.unparsable_from_agent(bytes),
+            Err(_) => return Action::Forward,
+        };
+        let Some(kind) = envelope.kind() else {
+            return Action::Forward;
+        };
+        match side {
+            Side::Editor => self.inspect_from_editor(bytes, kind),
+            Side::Agent => self.inspect_from_agent(bytes, kind),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().expect("BUG: relay state lock poisoned")
+    }
+
+    fn inspect_from_editor(&self, bytes: &[u8], kind: Kind<'_>) -> Action {
+        match kind {
+            Kind::Request { id, method, params } => {
+                if method == "initialize" {
+                    let Some(rewrite) = rewrite_initialize(bytes) else {
+                        return Action::Forward;
+                    };
+                    let answer_lsp =
+                        !rewrite.editor_has_lsp || self.options.lsp_mode == LspMode::Own;
+                    self.lock().answer_lsp = answer_lsp;
+                    tracing::info!(
+                        protocol_version = rewrite.protocol_version,
+                        editor_has_lsp = rewrite.editor_has_lsp,
+                        answer_lsp,
+                        "initialize"
+                    );
+                    if rewrite.editor_has_lsp {
+                        return Action::Forward;
+                    }
+                    return Action::Replace(rewrite.message);
+                }
+                if let Some(op) = session_op(&method, params) {
+                    self.lock().editor_requests.insert(id, op);
+                }
+                Action::Forward
+            }
+            Kind::Response { id, outcome } => {
+                let watched = self.lock().agent_requests.remove(&id);
+                if let (Some(AgentRequest::WriteTextFile { line }), Outcome::Result(_)) =
+                    (watched, outcome)
+                {
+                    self.text_written(&line);
+                }
+                Action::Forward
+            }
+            Kind::Notification { .. } => Action::Forward,
+        }
+    }
+
+    fn inspect_from_agent(&self, bytes: &[u8], kind: Kind<'_>) -> Action {
+        match kind {
+            Kind::Request { id, method, params } => {
+                if let Some(gate_method) = GateMethod::from_acp(&method) {
+                    if self.lock().answer_lsp {
+                        let params = params.map(ToOwned::to_owned);
+                        return Action::Answer(self.gate.call(id, gate_method, params).boxed());
+                    }
+                }
+                if method == "fs/write_text_file" {
+                    self.lock().agent_requests.insert(
+                        id,
+                        AgentRequest::WriteTextFile {
+                            line: Bytes::copy_from_slice(bytes),
+                        },
+                    );
+                }
+                Action::Forward
+            }
+            Kind::Notification { method, params } => {
+                if method == "$/cancel_request" {
+                    if let Some(id) = cancelled_request_id(params) {
+                        if self.gate.cancel(&id) {
+                            return Action::Swallow;
+                        }
+                    }
+                }
+                Action::Forward
+            }
+            Kind::Response { id, outcome } => {
+                let op = self.lock().editor_requests.remove(&id);
+                if let (Some(op), Outcome::Result(result)) = (op, outcome) {
+                    self.commit_session(op, result);
+                }
+                Action::Forward
+            }
+        }
+    }
+
+    /// A line from the agent that does not parse: if it is a request of ours
+    /// (found by a top-level scan), it is answered with an error; else forwarded.
+    fn unparsable_from_agent(&self, bytes: &[u8]) -> Action {
+        let Some(method) = shallow::top_level_string(bytes, "method") else {
+            return Action::Forward;
+        };
+        if GateMethod::from_acp(method).is_none() || !self.lock().answer_lsp {
+            return Action::Forward;
+        }
+        let id = shallow::top_level_scalar(bytes, "id")
+            .and_then(|text| serde_json::from_str::<&RawValue>(text).ok())
+            .filter(|raw| !jsonrpc::is_null(raw))
+            .map(RequestId::from_raw);
+        let limit = self.gate.limits().max_depth;
+        let error = if depth::max_depth(bytes, limit + 1) > limit + 1 {
+            let e = GateError::TooDeep { limit };
+            e.to_error_object(None)
+        } else {
+            ErrorObject {
+                code: PARSE_ERROR,
+                message: "the request is not valid JSON".into(),
+                data: Some(serde_json::json!({"reason": "parse_error"})),
+            }
+        };
+        let error = match id {
+            Some(_) => error,
+            None => ErrorObject {
+                code: INVALID_REQUEST,
+                ..error
+            },
+        };
+        let response = jsonrpc::encode_error(id.as_ref(), &error);
+        Action::Answer(async move { response }.boxed())
+    }
+
+    fn commit_session(&self, op: SessionOp, result: &RawValue) {
+        let sessions = self.gate.sessions();
+        match op {
+            SessionOp::New { roots } => {
+                if let Some(id) = result_session_id(result) {
+                    self.gate.open_session(&id, roots);
+                }
+            }
+            SessionOp::Fork { source, roots } => {
+                let roots = roots.or_else(|| sessions.get(&source).map(|s| s.roots().to_vec()));
+                if let (Some(id), Some(roots)) = (result_session_id(result), roots) {
+                    self.gate.open_session(&id, roots);
+                }
+            }
+            SessionOp::Reopen { session_id, roots } => {
+                let roots = roots.or_else(|| sessions.get(&session_id).map(|s| s.roots().to_vec()));
+                if let Some(roots) = roots {
+                    self.gate.open_session(&session_id, roots);
+                }
+            }
+            SessionOp::Close { session_id } => self.gate.close_session(&session_id),
+        }
+    }
+
+    /// The editor confirmed an `fs/write_text_file`: tell the host the new text.
+    fn text_written(&self, request_line: &[u8]) {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Write {
+            session_id: String,
+            path: PathBuf,
+            content: String,
+        }
+        #[derive(Deserialize)]
+        struct Request {
+            params: Write,
+        }
+        if let Ok(request) = serde_json::from_slice::<Request>(request_line) {
+            let write = request.params;
+            if let Some(session) = self.gate.sessions().get(&write.session_id) {
+                self.gate
+                    .host()
+                    .text_written(&session, &write.path, &write.content);
+            }
+        }
+    }
+}
+
+fn cancelled_request_id(params: Option<&RawValue>) -> Option<RequestId> {
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Cancel<'a> {
+        #[serde(borrow)]
+        request_id: &'a RawValue,
+    }
+    let cancel: Cancel = serde_json::from_str(params?.get()).ok()?;
+    Some(RequestId::from_raw(cancel.request_id))
+}
+
+fn join_array(items: &[Vec<u8>]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(items.iter().map(Vec::len).sum::<usize>() + items.len() + 2);
+    out.push(b'[');
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(item);
+    }
+    out.push(b']');
+    out
+}

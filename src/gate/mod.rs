@@ -1,0 +1,457 @@
+//! The gate: answers `lsp/servers` and `lsp/request` for a session, over any
+//! [`LspHost`] (acp-lsp's own servers, or an editor host's).
+//!
+//! The gate owns what is protocol: parameter checks and limits, the refused
+//! categories, URI confinement, deadlines, cancellation and the error mapping.
+//! The host owns the servers. An editor that exposes its own language servers
+//! implements [`LspHost`] and uses the gate without the relay.
+
+pub mod confine;
+pub mod error;
+pub mod methods;
+pub mod session;
+
+use crate::jsonrpc::{self, depth, Limits, RequestId};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+pub use error::GateError;
+pub use methods::{GateMethod, Refusal};
+pub use session::{Session, SessionTable};
+
+/// Deadline of an `lsp/request` when the host sets none.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// Longest `waitUntilReady` honoured.
+pub const MAX_WAIT_UNTIL_READY: Duration = Duration::from_secs(300);
+
+/// A server's lifecycle state as `lsp/servers` reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ServerState {
+    Starting,
+    Indexing,
+    Ready,
+    Restarting,
+    Failed,
+    Stopped,
+}
+
+impl ServerState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ServerState::Starting => "starting",
+            ServerState::Indexing => "indexing",
+            ServerState::Ready => "ready",
+            ServerState::Restarting => "restarting",
+            ServerState::Failed => "failed",
+            ServerState::Stopped => "stopped",
+        }
+    }
+
+    /// Whether requests are forwarded in this state (an indexing server answers,
+    /// possibly incompletely).
+    pub fn accepts_requests(self) -> bool {
+        matches!(self, ServerState::Indexing | ServerState::Ready)
+    }
+}
+
+/// Progress of an indexing server.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Progress {
+    pub title: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub percentage: Option<u32>,
+}
+
+/// One entry of `lsp/servers`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ServerEntry {
+    pub server_id: String,
+    pub name: String,
+    /// Absolute path of the server's workspace root.
+    pub root: String,
+    /// The primary language id.
+    pub language_id: String,
+    pub language_ids: Vec<String>,
+    /// Without the dot.
+    pub file_extensions: Vec<String>,
+    pub state: ServerState,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub progress: Option<Progress>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// The position encoding the server speaks (`utf-16` unless configured).
+    pub position_encoding: String,
+    /// The server's initialize result `capabilities`, merged with its dynamic registrations.
+    pub capabilities: Box<RawValue>,
+    /// `workspace/executeCommand` commands this server's allowlist lets through.
+    pub execute_commands: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    pub restarts: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_bytes: Option<u64>,
+    /// Roots whose file watching is degraded (watch limit hit).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub degraded_roots: Vec<String>,
+}
+
+/// What the gate needs to know to route a request to one server.
+#[derive(Debug, Clone)]
+pub struct Route {
+    pub execute_commands: Vec<String>,
+    pub request_timeout: Duration,
+}
+
+/// One forwarded request, as the host receives it.
+#[derive(Debug)]
+pub struct HostCall {
+    pub session: Arc<Session>,
+    pub server_id: String,
+    pub method: String,
+    pub params: Option<Box<RawValue>>,
+    /// Cancelled when the agent cancels: send the server `$/cancelRequest` and
+    /// return its answer, or [`GateError::Cancelled`] if none comes soon.
+    pub cancel: CancellationToken,
+    /// Wait this long for the server to be ready instead of failing at once.
+    pub wait_until_ready: Option<Duration>,
+}
+
+/// A host's answer to a forwarded request.
+#[derive(Debug)]
+pub struct HostReply {
+    /// The server's `result`, verbatim.
+    pub result: Box<RawValue>,
+    /// Goes to the response's `_meta` (e.g. `documents`, what the server saw).
+    pub meta: Option<Box<RawValue>>,
+}
+
+/// The servers behind the gate. acp-lsp's registry implements it; so can an
+/// editor host over its own servers.
+///
+/// A host's `request` future may be dropped (deadline): it must then tell the
+/// server (`$/cancelRequest`) and forget the request.
+pub trait LspHost: Send + Sync + 'static {
+    /// The servers serving a session's roots.
+    fn servers(&self, session: &Session) -> impl Future<Output = Vec<ServerEntry>> + Send;
+
+    /// Checks that `server_id` serves `session` and says how to route to it.
+    fn route(&self, session: &Session, server_id: &str) -> Result<Route, GateError>;
+
+    /// Forwards one request and returns the server's result.
+    fn request(&self, call: HostCall) -> impl Future<Output = Result<HostReply, GateError>> + Send;
+
+    /// A session's roots were committed (servers may start indexing now).
+    fn session_opened(&self, _session: &Arc<Session>) {}
+
+    /// A session ended.
+    fn session_closed(&self, _session: &Arc<Session>) {}
+
+    /// The editor confirmed an `fs/write_text_file` of the session's agent.
+    /// Called before the confirmation is forwarded to the agent, so the host
+    /// must take the text in synchronously: the agent's next `lsp/request`
+    /// has to see it.
+    fn text_written(&self, _session: &Arc<Session>, _path: &std::path::Path, _text: &str) {}
+}
+
+/// Configuration of the gate itself.
+#[derive(Debug, Clone, Default)]
+pub struct GateConfig {
+    pub limits: Limits,
+    /// Extra roots requests may name but that are never written.
+    pub read_only_roots: Vec<std::path::PathBuf>,
+    /// Non-`file` URI schemes let through (lowercase).
+    pub allowed_uri_schemes: Vec<String>,
+}
+
+/// Answers the gate's ACP methods over a host.
+pub struct Gate<H> {
+    host: Arc<H>,
+    config: GateConfig,
+    sessions: SessionTable,
+    /// Agent request id → cancellation of the matching in-flight `lsp/request`.
+    in_flight: Mutex<HashMap<RequestId, CancellationToken>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ServersParams<'a> {
+    #[serde(borrow)]
+    session_id: Cow<'a, str>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RequestParams<'a> {
+    #[serde(borrow)]
+    session_id: Cow<'a, str>,
+    #[serde(borrow)]
+    server_id: Cow<'a, str>,
+    #[serde(borrow)]
+    method: Cow<'a, str>,
+    #[serde(borrow, default)]
+    params: Option<&'a RawValue>,
+    #[serde(default)]
+    wait_until_ready: Option<u64>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ServersResult<'a> {
+    servers: &'a [ServerEntry],
+    available_methods: &'static [&'static str],
+}
+
+impl<H: LspHost> Gate<H> {
+    pub fn new(host: Arc<H>, config: GateConfig) -> Arc<Gate<H>> {
+        let sessions = SessionTable::new(
+            config.read_only_roots.clone(),
+            config.allowed_uri_schemes.clone(),
+        );
+        Arc::new(Gate {
+            host,
+            config,
+            sessions,
+            in_flight: Mutex::new(HashMap::new()),
+        })
+    }
+
+    pub fn host(&self) -> &Arc<H> {
+        &self.host
+    }
+
+    pub fn limits(&self) -> &Limits {
+        &self.config.limits
+    }
+
+    /// Commits a session's roots (`[cwd, …additionalDirectories]`).
+    pub fn open_session(&self, session_id: &str, roots: Vec<std::path::PathBuf>) {
+        let session = self.sessions.insert(session_id, roots);
+        self.host.session_opened(&session);
+    }
+
+    /// Forgets a session.
+    pub fn close_session(&self, session_id: &str) {
+        if let Some(session) = self.sessions.remove(session_id) {
+            self.host.session_closed(&session);
+        }
+    }
+
+    pub fn sessions(&self) -> &SessionTable {
+        &self.sessions
+    }
+
+    /// Cancels the in-flight `lsp/request` the agent sent with `id`. Returns
+    /// false when no such request is in flight (the cancel is not ours).
+    pub fn cancel(&self, id: &RequestId) -> bool {
+        let in_flight = self.in_flight.lock().expect("BUG: in_flight lock poisoned");
+        match in_flight.get(id) {
+            Some(token) => {
+                token.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Starts answering one request of ours. The request is registered for
+    /// cancellation before this returns; the future yields the encoded response.
+    pub fn call(
+        self: &Arc<Self>,
+        id: RequestId,
+        method: GateMethod,
+        params: Option<Box<RawValue>>,
+    ) -> impl Future<Output = Vec<u8>> + Send + 'static {
+        let token = CancellationToken::new();
+        if method == GateMethod::Request {
+            self.in_flight
+                .lock()
+                .expect("BUG: in_flight lock poisoned")
+                .insert(id.clone(), token.clone());
+        }
+        let gate = Arc::clone(self);
+        async move {
+            let outcome = match method {
+                GateMethod::Servers => gate
+                    .servers(params.as_deref())
+                    .await
+                    .map(|result| HostReply { result, meta: None }),
+                GateMethod::Request => {
+                    gate.request(params.as_deref(), token)
+                        .await
+                        .map(|reply| HostReply {
+                            result: reply.result,
+                            meta: reply.meta,
+                        })
+                }
+            };
+            if method == GateMethod::Request {
+                gate.in_flight
+                    .lock()
+                    .expect("BUG: in_flight lock poisoned")
+                    .remove(&id);
+            }
+            match outcome {
+                Ok(reply) if method == GateMethod::Request => encode_request_response(&id, &reply),
+                Ok(reply) => jsonrpc::encode_result(&id, &reply.result),
+                Err((error, lsp_method)) => {
+                    jsonrpc::encode_error(Some(&id), &error.to_error_object(lsp_method.as_deref()))
+                }
+            }
+        }
+    }
+
+    fn check_shape(&self, params: Option<&RawValue>) -> Result<(), GateError> {
+        let Some(params) = params else {
+            return Err(GateError::InvalidParams("params are missing".into()));
+        };
+        let limits = &self.config.limits;
+        if params.get().len() > limits.max_intercepted_params {
+            return Err(GateError::ParamsTooLarge {
+                limit: limits.max_intercepted_params,
+            });
+        }
+        if depth::max_depth(params.get().as_bytes(), limits.max_depth) > limits.max_depth {
+            return Err(GateError::TooDeep {
+                limit: limits.max_depth,
+            });
+        }
+        Ok(())
+    }
+
+    /// `lsp/servers`.
+    pub async fn servers(
+        &self,
+        params: Option<&RawValue>,
+    ) -> Result<Box<RawValue>, (GateError, Option<String>)> {
+        self.check_shape(params).map_err(|e| (e, None))?;
+        let params = params.expect("BUG: check_shape rejects missing params");
+        let parsed: ServersParams = serde_json::from_str(params.get())
+            .map_err(|e| (GateError::InvalidParams(e.to_string()), None))?;
+        let session = self.sessions.get(&parsed.session_id).ok_or_else(|| {
+            (
+                GateError::UnknownSession(parsed.session_id.to_string()),
+                None,
+            )
+        })?;
+        let servers = self.host.servers(&session).await;
+        let result = ServersResult {
+            servers: &servers,
+            available_methods: methods::FORWARDED,
+        };
+        to_raw(&result).map_err(|e| (e, None))
+    }
+
+    /// `lsp/request`. On error, also returns the LSP method when it was known.
+    async fn request(
+        &self,
+        params: Option<&RawValue>,
+        cancel: CancellationToken,
+    ) -> Result<HostReply, (GateError, Option<String>)> {
+        self.check_shape(params).map_err(|e| (e, None))?;
+        let params = params.expect("BUG: check_shape rejects missing params");
+        let parsed: RequestParams = serde_json::from_str(params.get())
+            .map_err(|e| (GateError::InvalidParams(e.to_string()), None))?;
+        let method = parsed.method.to_string();
+        let fail = |e: GateError| (e, Some(method.clone()));
+
+        if let Some(refusal) = methods::refusal(&method) {
+            return Err(fail(GateError::Refused {
+                method: method.clone(),
+                refusal,
+            }));
+        }
+        let session = self
+            .sessions
+            .get(&parsed.session_id)
+            .ok_or_else(|| fail(GateError::UnknownSession(parsed.session_id.to_string())))?;
+        let route = self.host.route(&session, &parsed.server_id).map_err(fail)?;
+
+        let inner = parsed.params.filter(|p| !jsonrpc::is_null(p));
+        if let Some(inner) = inner {
+            let value: serde_json::Value = serde_json::from_str(inner.get())
+                .map_err(|e| fail(GateError::InvalidParams(e.to_string())))?;
+            session
+                .confinement()
+                .check_params(&value)
+                .map_err(|e| fail(e.into()))?;
+            if method == "workspace/executeCommand" {
+                check_command(&value, &route).map_err(fail)?;
+            }
+        } else if method == "workspace/executeCommand" {
+            return Err(fail(GateError::InvalidParams(
+                "workspace/executeCommand needs params with a command".into(),
+            )));
+        }
+
+        let wait = parsed
+            .wait_until_ready
+            .map(|ms| Duration::from_millis(ms).min(MAX_WAIT_UNTIL_READY));
+        let deadline = route.request_timeout + wait.unwrap_or_default();
+        let call = HostCall {
+            session,
+            server_id: parsed.server_id.to_string(),
+            method: method.clone(),
+            params: inner.map(ToOwned::to_owned),
+            cancel,
+            wait_until_ready: wait,
+        };
+        match tokio::time::timeout(deadline, self.host.request(call)).await {
+            Ok(reply) => reply.map_err(fail),
+            Err(_elapsed) => Err(fail(GateError::DeadlineExceeded {
+                ms: deadline.as_millis() as u64,
+            })),
+        }
+    }
+}
+
+/// The response to `lsp/request`: `{"lspResult": <raw>, "_meta": <raw>?}`, written
+/// around the server's result without parsing or re-encoding it.
+fn encode_request_response(id: &RequestId, reply: &HostReply) -> Vec<u8> {
+    let result = reply.result.get().as_bytes();
+    let meta = reply.meta.as_ref().map(|m| m.get().as_bytes());
+    let mut out = Vec::with_capacity(result.len() + meta.map_or(0, <[u8]>::len) + 80);
+    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+    out.extend_from_slice(id.as_json().as_bytes());
+    out.extend_from_slice(b",\"result\":{\"lspResult\":");
+    out.extend_from_slice(result);
+    if let Some(meta) = meta {
+        out.extend_from_slice(b",\"_meta\":");
+        out.extend_from_slice(meta);
+    }
+    out.extend_from_slice(b"}}");
+    out
+}
+
+fn to_raw<T: Serialize>(value: &T) -> Result<Box<RawValue>, GateError> {
+    serde_json::value::to_raw_value(value).map_err(|e| GateError::Internal(e.to_string()))
+}
+
+fn check_command(params: &serde_json::Value, route: &Route) -> Result<(), GateError> {
+    let command = params
+        .get("command")
+        .and_then(serde_json::Value::as_str)
+        .ok_or_else(|| {
+            GateError::InvalidParams("workspace/executeCommand needs a command".into())
+        })?;
+    if route.execute_commands.iter().any(|c| c == command) {
+        Ok(())
+    } else {
+        Err(GateError::Refused {
+            method: format!("workspace/executeCommand {command}"),
+            refusal: Refusal::CommandNotAllowed,
+        })
+    }
+}

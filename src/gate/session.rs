@@ -1,0 +1,92 @@
+//! The sessions the gate serves: id → roots and the confinement built from them.
+
+use super::confine::Confinement;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
+
+/// One ACP session as the gate sees it.
+#[derive(Debug)]
+pub struct Session {
+    id: String,
+    roots: Vec<PathBuf>,
+    confinement: Confinement,
+}
+
+impl Session {
+    pub fn new(id: &str, roots: Vec<PathBuf>, confinement: Confinement) -> Session {
+        Session {
+            id: id.to_string(),
+            roots,
+            confinement,
+        }
+    }
+
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// `[cwd, …additionalDirectories]`, as the editor sent them.
+    pub fn roots(&self) -> &[PathBuf] {
+        &self.roots
+    }
+
+    pub fn confinement(&self) -> &Confinement {
+        &self.confinement
+    }
+}
+
+/// Sessions by id. Written on session lifecycle, read on every request; each
+/// read clones an `Arc` under a short lock and never holds it across an await.
+#[derive(Debug)]
+pub struct SessionTable {
+    read_only_roots: Vec<PathBuf>,
+    allowed_schemes: Vec<String>,
+    sessions: RwLock<HashMap<String, Arc<Session>>>,
+}
+
+impl SessionTable {
+    pub fn new(read_only_roots: Vec<PathBuf>, allowed_schemes: Vec<String>) -> SessionTable {
+        SessionTable {
+            read_only_roots,
+            allowed_schemes,
+            sessions: RwLock::new(HashMap::new()),
+        }
+    }
+
+    /// Adds or replaces a session (`session/load` and `session/resume` resend the full list).
+    pub fn insert(&self, id: &str, roots: Vec<PathBuf>) -> Arc<Session> {
+        let confinement = Confinement::new(&roots, &self.read_only_roots, &self.allowed_schemes);
+        let session = Arc::new(Session::new(id, roots, confinement));
+        self.sessions
+            .write()
+            .expect("BUG: session table lock poisoned")
+            .insert(id.to_string(), Arc::clone(&session));
+        session
+    }
+
+    pub fn remove(&self, id: &str) -> Option<Arc<Session>> {
+        self.sessions
+            .write()
+            .expect("BUG: session table lock poisoned")
+            .remove(id)
+    }
+
+    pub fn get(&self, id: &str) -> Option<Arc<Session>> {
+        self.sessions
+            .read()
+            .expect("BUG: session table lock poisoned")
+            .get(id)
+            .cloned()
+    }
+
+    /// Every session, in no particular order.
+    pub fn all(&self) -> Vec<Arc<Session>> {
+        self.sessions
+            .read()
+            .expect("BUG: session table lock poisoned")
+            .values()
+            .cloned()
+            .collect()
+    }
+}

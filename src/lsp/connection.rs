@@ -1,0 +1,484 @@
+//! One JSON-RPC connection to a language server over its stdin/stdout
+//! (Content-Length framing): a typed pending-request table (outgoing id →
+//! waiting caller), one ordered writer, and a reader that routes responses,
+//! answers the server's requests and hands its notifications on.
+
+use crate::jsonrpc::content_length::{ContentLengthCodec, LspFrame};
+use crate::jsonrpc::{self, shallow, Envelope, ErrorObject, Kind, Limits, Outcome, RequestId};
+use crate::record::{Direction, Recorder};
+use bytes::Bytes;
+use futures::{SinkExt, StreamExt};
+use serde_json::value::RawValue;
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::codec::{FramedRead, FramedWrite};
+use tokio_util::sync::CancellationToken;
+
+/// How a request to the server ended.
+#[derive(Debug)]
+pub enum Reply {
+    Result(Box<RawValue>),
+    /// The server's error object, verbatim.
+    Error(Box<RawValue>),
+    /// The response was over the frame limit and was dropped.
+    TooLarge {
+        declared: usize,
+    },
+    /// The connection closed (the server exited) before a response.
+    Closed,
+}
+
+/// What the connection asks of its owner for server-initiated traffic.
+pub trait ServerMessages: Send + Sync + 'static {
+    /// Answers a server→client request.
+    fn on_request(
+        &self,
+        method: &str,
+        params: Option<&RawValue>,
+    ) -> Result<Box<RawValue>, ErrorObject>;
+    /// Takes a server→client notification.
+    fn on_notification(&self, method: &str, params: Option<&RawValue>);
+}
+
+type Pending = Mutex<HashMap<u64, oneshot::Sender<Reply>>>;
+
+/// A live connection. Dropping every handle closes the server's stdin.
+pub struct Connection {
+    writer: mpsc::UnboundedSender<Vec<u8>>,
+    pending: Arc<Pending>,
+    next_id: AtomicU64,
+    closed: CancellationToken,
+}
+
+impl Connection {
+    /// Starts the reader and writer tasks.
+    pub fn start<R, W>(
+        server_id: &str,
+        stdout: R,
+        stdin: W,
+        limits: Limits,
+        handler: Arc<dyn ServerMessages>,
+        recorder: Option<Recorder>,
+    ) -> Arc<Connection>
+    where
+        R: AsyncRead + Unpin + Send + 'static,
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
+        // Unbounded so that deciding a notification never awaits: order is the
+        // order of `send` calls. A server that stops reading is caught by the
+        // request deadlines.
+        let (writer, rx) = mpsc::unbounded_channel();
+        let pending: Arc<Pending> = Arc::default();
+        let closed = CancellationToken::new();
+        let connection = Arc::new(Connection {
+            writer: writer.clone(),
+            pending: Arc::clone(&pending),
+            next_id: AtomicU64::new(1),
+            closed: closed.clone(),
+        });
+        let to_server = recorder
+            .clone()
+            .map(|r| (r, Direction::ProxyToServer(server_id.to_string())));
+        let from_server = recorder.map(|r| (r, Direction::ServerToProxy(server_id.to_string())));
+        tokio::spawn(write_frames(stdin, rx, limits, to_server));
+        tokio::spawn(read_frames(
+            server_id.to_string(),
+            stdout,
+            limits,
+            handler,
+            writer,
+            pending,
+            closed,
+            from_server,
+        ));
+        connection
+    }
+
+    /// Sends a notification. Returns false when the connection is closed.
+    pub fn notify(&self, method: &str, params: Option<&RawValue>) -> bool {
+        self.writer
+            .send(jsonrpc::encode_request(None, method, params))
+            .is_ok()
+    }
+
+    /// Sends a request. Dropping the returned handle before it resolves
+    /// sends the server `$/cancelRequest` and forgets the request.
+    pub fn request(self: &Arc<Self>, method: &str, params: Option<&RawValue>) -> PendingRequest {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        self.pending
+            .lock()
+            .expect("BUG: pending table lock poisoned")
+            .insert(id, tx);
+        let sent = self
+            .writer
+            .send(jsonrpc::encode_request(
+                Some(&RequestId::from_u64(id)),
+                method,
+                params,
+            ))
+            .is_ok();
+        if !sent {
+            self.pending
+                .lock()
+                .expect("BUG: pending table lock poisoned")
+                .remove(&id);
+        }
+        PendingRequest {
+            id,
+            rx,
+            connection: Arc::clone(self),
+            done: false,
+        }
+    }
+
+    /// Tells the server to stop working on request `id`.
+    pub fn cancel(&self, id: u64) {
+        let params = format!("{{\"id\":{id}}}");
+        if let Ok(raw) = serde_json::from_str::<&RawValue>(&params) {
+            self.notify("$/cancelRequest", Some(raw));
+        }
+    }
+
+    /// Resolves when the server's output has ended.
+    pub fn closed(&self) -> impl Future<Output = ()> + Send + 'static {
+        let token = self.closed.clone();
+        async move { token.cancelled().await }
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.closed.is_cancelled()
+    }
+
+    /// Requests awaiting an answer.
+    pub fn in_flight(&self) -> usize {
+        self.pending
+            .lock()
+            .expect("BUG: pending table lock poisoned")
+            .len()
+    }
+}
+
+/// A request in flight; resolves to its [`Reply`].
+pub struct PendingRequest {
+    id: u64,
+    rx: oneshot::Receiver<Reply>,
+    connection: Arc<Connection>,
+    done: bool,
+}
+
+impl PendingRequest {
+    /// The id the server sees.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+}
+
+impl Future for PendingRequest {
+    type Output = Reply;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Reply> {
+        match Pin::new(&mut self.rx).poll(cx) {
+            Poll::Ready(reply) => {
+                self.done = true;
+                Poll::Ready(reply.unwrap_or(Reply::Closed))
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl Drop for PendingRequest {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        let removed = self
+            .connection
+            .pending
+            .lock()
+            .expect("BUG: pending table lock poisoned")
+            .remove(&self.id)
+            .is_some();
+        if removed && !self.connection.is_closed() {
+            self.connection.cancel(self.id);
+        }
+    }
+}
+
+async fn write_frames<W: AsyncWrite + Unpin>(
+    stdin: W,
+    mut rx: mpsc::UnboundedReceiver<Vec<u8>>,
+    limits: Limits,
+    recorder: Option<(Recorder, Direction)>,
+) {
+    let mut framed = FramedWrite::new(stdin, ContentLengthCodec::new(limits));
+    while let Some(body) = rx.recv().await {
+        if let Some((rec, dir)) = &recorder {
+            rec.message(dir, &body);
+        }
+        if framed.feed(body).await.is_err() {
+            return;
+        }
+        while let Ok(body) = rx.try_recv() {
+            if let Some((rec, dir)) = &recorder {
+                rec.message(dir, &body);
+            }
+            if framed.feed(body).await.is_err() {
+                return;
+            }
+        }
+        if SinkExt::<Vec<u8>>::flush(&mut framed).await.is_err() {
+            return;
+        }
+    }
+    // All senders gone: closing stdin tells the server we are done.
+    let _ = SinkExt::<Vec<u8>>::close(&mut framed).await;
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn read_frames<R: AsyncRead + Unpin>(
+    server_id: String,
+    stdout: R,
+    limits: Limits,
+    handler: Arc<dyn ServerMessages>,
+    writer: mpsc::UnboundedSender<Vec<u8>>,
+    pending: Arc<Pending>,
+    closed: CancellationToken,
+    recorder: Option<(Recorder, Direction)>,
+) {
+    let mut frames = FramedRead::new(stdout, ContentLengthCodec::new(limits));
+    while let Some(frame) = frames.next().await {
+        let frame = match frame {
+            Ok(frame) => frame,
+            Err(e) => {
+                tracing::warn!(server = %server_id, error = %e, "reading from server failed");
+                break;
+            }
+        };
+        match frame {
+            LspFrame::Message(body) => {
+                if let Some((rec, dir)) = &recorder {
+                    rec.message(dir, &body);
+                }
+                on_message(&server_id, &body, &*handler, &writer, &pending);
+            }
+            LspFrame::Oversized { declared, prefix } => {
+                tracing::warn!(server = %server_id, declared, "dropped an oversized message");
+                if let Some(id) =
+                    shallow::top_level_scalar(&prefix, "id").and_then(|t| t.parse().ok())
+                {
+                    complete(&pending, id, Reply::TooLarge { declared });
+                }
+            }
+            LspFrame::Malformed { skipped, reason } => {
+                tracing::warn!(server = %server_id, skipped, %reason, "skipped bytes that were not an LSP frame");
+            }
+        }
+    }
+    // Dropping the waiting senders answers every caller with `Closed`.
+    pending
+        .lock()
+        .expect("BUG: pending table lock poisoned")
+        .clear();
+    closed.cancel();
+}
+
+fn complete(pending: &Pending, id: u64, reply: Reply) {
+    let waiter = pending
+        .lock()
+        .expect("BUG: pending table lock poisoned")
+        .remove(&id);
+    if let Some(waiter) = waiter {
+        let _ = waiter.send(reply);
+    }
+}
+
+fn on_message(
+    server_id: &str,
+    body: &Bytes,
+    handler: &dyn ServerMessages,
+    writer: &mpsc::UnboundedSender<Vec<u8>>,
+    pending: &Pending,
+) {
+    let kind = match Envelope::parse(body) {
+        Ok(envelope) => envelope.kind(),
+        Err(e) => {
+            tracing::warn!(server = %server_id, error = %e, "server sent invalid JSON");
+            return;
+        }
+    };
+    match kind {
+        Some(Kind::Response { id, outcome }) => {
+            let Some(id) = id.as_u64() else {
+                tracing::warn!(server = %server_id, %id, "response to an id we never sent");
+                return;
+            };
+            let reply = match outcome {
+                Outcome::Result(result) => Reply::Result(result.to_owned()),
+                Outcome::Error(error) => Reply::Error(error.to_owned()),
+            };
+            complete(pending, id, reply);
+        }
+        Some(Kind::Request { id, method, params }) => {
+            let response = match handler.on_request(&method, params) {
+                Ok(result) => jsonrpc::encode_result(&id, &result),
+                Err(error) => jsonrpc::encode_error(Some(&id), &error),
+            };
+            let _ = writer.send(response);
+        }
+        Some(Kind::Notification { method, params }) => handler.on_notification(&method, params),
+        None => tracing::warn!(server = %server_id, "server sent a message that is not JSON-RPC"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::BytesMut;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio_util::codec::{Decoder, Encoder};
+
+    struct Answers;
+    impl ServerMessages for Answers {
+        fn on_request(
+            &self,
+            method: &str,
+            _params: Option<&RawValue>,
+        ) -> Result<Box<RawValue>, ErrorObject> {
+            RawValue::from_string(format!("\"answered {method}\"")).map_err(|e| ErrorObject {
+                code: -32603,
+                message: e.to_string(),
+                data: None,
+            })
+        }
+        fn on_notification(&self, _method: &str, _params: Option<&RawValue>) {}
+    }
+
+    /// Reads frames written by the connection from the fake server's side.
+    async fn next_body(server_in: &mut tokio::io::DuplexStream, buf: &mut BytesMut) -> String {
+        let mut codec = ContentLengthCodec::new(Limits::default());
+        loop {
+            if let Some(LspFrame::Message(body)) = codec.decode(buf).unwrap() {
+                return String::from_utf8(body.to_vec()).unwrap();
+            }
+            let n = server_in.read_buf(buf).await.unwrap();
+            assert!(n > 0, "connection closed");
+        }
+    }
+
+    async fn send(server_out: &mut tokio::io::DuplexStream, body: &str) {
+        let mut out = BytesMut::new();
+        ContentLengthCodec::new(Limits::default())
+            .encode(body, &mut out)
+            .unwrap();
+        server_out.write_all(&out).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn routes_responses_and_answers_server_requests() {
+        let (conn_out, mut server_in) = tokio::io::duplex(1 << 16);
+        let (mut server_out, conn_in) = tokio::io::duplex(1 << 16);
+        let conn = Connection::start(
+            "s",
+            conn_in,
+            conn_out,
+            Limits::default(),
+            Arc::new(Answers),
+            None,
+        );
+        let mut buf = BytesMut::new();
+        let first = conn.request("a", None);
+        let second = conn.request("b", None);
+        assert!(next_body(&mut server_in, &mut buf)
+            .await
+            .contains(r#""id":1,"method":"a""#));
+        assert!(next_body(&mut server_in, &mut buf)
+            .await
+            .contains(r#""id":2,"method":"b""#));
+        // Answered out of order; each caller gets its own.
+        send(&mut server_out, r#"{"jsonrpc":"2.0","id":2,"result":[2]}"#).await;
+        send(
+            &mut server_out,
+            r#"{"jsonrpc":"2.0","id":7,"method":"workspace/configuration"}"#,
+        )
+        .await;
+        send(
+            &mut server_out,
+            r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32801,"message":"m"}}"#,
+        )
+        .await;
+        match second.await {
+            Reply::Result(r) => assert_eq!(r.get(), "[2]"),
+            other => panic!("{other:?}"),
+        }
+        match first.await {
+            Reply::Error(e) => assert!(e.get().contains("-32801")),
+            other => panic!("{other:?}"),
+        }
+        let answer = next_body(&mut server_in, &mut buf).await;
+        assert_eq!(
+            answer,
+            r#"{"jsonrpc":"2.0","id":7,"result":"answered workspace/configuration"}"#
+        );
+    }
+
+    #[tokio::test]
+    async fn a_dropped_request_is_cancelled_and_eof_closes_the_rest() {
+        let (conn_out, mut server_in) = tokio::io::duplex(1 << 16);
+        let (server_out, conn_in) = tokio::io::duplex(1 << 16);
+        let conn = Connection::start(
+            "s",
+            conn_in,
+            conn_out,
+            Limits::default(),
+            Arc::new(Answers),
+            None,
+        );
+        let mut buf = BytesMut::new();
+        let dropped = conn.request("slow", None);
+        let kept = conn.request("other", None);
+        next_body(&mut server_in, &mut buf).await;
+        next_body(&mut server_in, &mut buf).await;
+        drop(dropped);
+        assert_eq!(
+            next_body(&mut server_in, &mut buf).await,
+            r#"{"jsonrpc":"2.0","method":"$/cancelRequest","params":{"id":1}}"#
+        );
+        assert_eq!(conn.in_flight(), 1);
+        drop(server_out);
+        assert!(matches!(kept.await, Reply::Closed));
+        conn.closed().await;
+        assert!(conn.is_closed());
+    }
+
+    #[tokio::test]
+    async fn an_oversized_response_fails_its_request_only() {
+        let limits = Limits {
+            max_lsp_frame: 64,
+            ..Limits::default()
+        };
+        let (conn_out, mut server_in) = tokio::io::duplex(1 << 16);
+        let (mut server_out, conn_in) = tokio::io::duplex(1 << 16);
+        let conn = Connection::start("s", conn_in, conn_out, limits, Arc::new(Answers), None);
+        let mut buf = BytesMut::new();
+        let big = conn.request("big", None);
+        let small = conn.request("small", None);
+        next_body(&mut server_in, &mut buf).await;
+        next_body(&mut server_in, &mut buf).await;
+        let huge = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"result":"{}"}}"#,
+            "x".repeat(1000)
+        );
+        send(&mut server_out, &huge).await;
+        send(&mut server_out, r#"{"jsonrpc":"2.0","id":2,"result":1}"#).await;
+        assert!(matches!(big.await, Reply::TooLarge { declared } if declared == huge.len()));
+        assert!(matches!(small.await, Reply::Result(_)));
+    }
+}

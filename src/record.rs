@@ -1,0 +1,203 @@
+//! `--record FILE`: every message the proxy sees or sends, one JSON object per
+//! line: `{"t": <ns since start>, "dir": "<direction>", "msg": <message>}`, or
+//! `"text"` instead of `"msg"` when the bytes were not JSON, or `"fragment"` for
+//! pieces of a line too long to inspect.
+//!
+//! Writing happens on a dedicated thread so the relay never waits on the disk.
+
+use std::io::Write;
+use std::path::Path;
+use std::sync::mpsc;
+use std::time::Instant;
+
+/// Where a message went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Direction {
+    EditorToProxy,
+    ProxyToAgent,
+    AgentToProxy,
+    ProxyToEditor,
+    ProxyToServer(String),
+    ServerToProxy(String),
+}
+
+impl Direction {
+    pub fn label(&self) -> String {
+        match self {
+            Direction::EditorToProxy => "editor→proxy".into(),
+            Direction::ProxyToAgent => "proxy→agent".into(),
+            Direction::AgentToProxy => "agent→proxy".into(),
+            Direction::ProxyToEditor => "proxy→editor".into(),
+            Direction::ProxyToServer(id) => format!("proxy→server:{id}"),
+            Direction::ServerToProxy(id) => format!("server:{id}→proxy"),
+        }
+    }
+}
+
+enum Entry {
+    /// Flush, then acknowledge.
+    Sync(mpsc::SyncSender<()>),
+    Message {
+        t: u128,
+        dir: String,
+        bytes: Vec<u8>,
+    },
+    Fragment {
+        t: u128,
+        dir: String,
+        bytes: Vec<u8>,
+    },
+}
+
+/// A cheap handle to the recording thread; clones share one file.
+#[derive(Clone)]
+pub struct Recorder {
+    start: Instant,
+    tx: mpsc::Sender<Entry>,
+}
+
+impl Recorder {
+    /// Creates (truncates) the file and starts the writer thread.
+    pub fn create(path: &Path) -> std::io::Result<Recorder> {
+        let file = std::fs::File::create(path)?;
+        let (tx, rx) = mpsc::channel::<Entry>();
+        std::thread::Builder::new()
+            .name("acp-lsp-record".into())
+            .spawn(move || write_entries(file, rx))?;
+        Ok(Recorder {
+            start: Instant::now(),
+            tx,
+        })
+    }
+
+    /// Records one whole message.
+    pub fn message(&self, dir: &Direction, bytes: &[u8]) {
+        let _ = self.tx.send(Entry::Message {
+            t: self.start.elapsed().as_nanos(),
+            dir: dir.label(),
+            bytes: bytes.to_vec(),
+        });
+    }
+
+    /// Waits until everything recorded so far is in the file.
+    pub fn sync(&self) {
+        let (ack, done) = mpsc::sync_channel(1);
+        if self.tx.send(Entry::Sync(ack)).is_ok() {
+            let _ = done.recv();
+        }
+    }
+
+    /// Records a piece of a line too long to inspect.
+    pub fn fragment(&self, dir: &Direction, bytes: &[u8]) {
+        let _ = self.tx.send(Entry::Fragment {
+            t: self.start.elapsed().as_nanos(),
+            dir: dir.label(),
+            bytes: bytes.to_vec(),
+        });
+    }
+}
+
+fn write_entries(file: std::fs::File, rx: mpsc::Receiver<Entry>) {
+    let mut out = std::io::BufWriter::new(file);
+    while let Ok(mut entry) = rx.recv() {
+        // Write everything queued, then flush once: a crash loses little and
+        // bursts cost one write.
+        loop {
+            match entry {
+                Entry::Sync(ack) => {
+                    let _ = out.flush();
+                    let _ = ack.send(());
+                }
+                other => {
+                    if out.write_all(&render(&other)).is_err() {
+                        return;
+                    }
+                }
+            }
+            match rx.try_recv() {
+                Ok(next) => entry = next,
+                Err(_) => break,
+            }
+        }
+        if out.flush().is_err() {
+            return;
+        }
+    }
+}
+
+fn render(entry: &Entry) -> Vec<u8> {
+    let (t, dir, bytes, fragment) = match entry {
+        Entry::Message { t, dir, bytes } => (t, dir, bytes, false),
+        Entry::Fragment { t, dir, bytes } => (t, dir, bytes, true),
+        Entry::Sync(_) => return Vec::new(),
+    };
+    let mut line = Vec::with_capacity(bytes.len() + 64);
+    line.extend_from_slice(format!("{{\"t\":{t},\"dir\":").as_bytes());
+    line.extend_from_slice(
+        serde_json::to_string(dir)
+            .expect("BUG: a string always serializes")
+            .as_bytes(),
+    );
+    let as_json = !fragment
+        && serde_json::from_slice::<serde::de::IgnoredAny>(bytes).is_ok()
+        && !bytes.contains(&b'\n');
+    if as_json {
+        line.extend_from_slice(b",\"msg\":");
+        line.extend_from_slice(bytes);
+    } else {
+        line.extend_from_slice(if fragment {
+            b",\"fragment\":"
+        } else {
+            b",\"text\":"
+        });
+        let text = String::from_utf8_lossy(bytes);
+        line.extend_from_slice(
+            serde_json::to_string(&text)
+                .expect("BUG: a string always serializes")
+                .as_bytes(),
+        );
+    }
+    line.extend_from_slice(b"}\n");
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_json_raw_and_other_bytes_as_text() {
+        let line = render(&Entry::Message {
+            t: 5,
+            dir: "agent→proxy".into(),
+            bytes: br#"{"id":18446744073709551616}"#.to_vec(),
+        });
+        assert_eq!(
+            String::from_utf8(line).unwrap(),
+            "{\"t\":5,\"dir\":\"agent→proxy\",\"msg\":{\"id\":18446744073709551616}}\n"
+        );
+        let line = render(&Entry::Message {
+            t: 6,
+            dir: "x".into(),
+            bytes: b"not json".to_vec(),
+        });
+        assert_eq!(
+            String::from_utf8(line).unwrap(),
+            "{\"t\":6,\"dir\":\"x\",\"text\":\"not json\"}\n"
+        );
+    }
+
+    #[test]
+    fn writes_a_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.jsonl");
+        let recorder = Recorder::create(&path).unwrap();
+        recorder.message(&Direction::ProxyToServer("abc".into()), b"{}");
+        recorder.sync();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            text.contains("\"dir\":\"proxy→server:abc\",\"msg\":{}"),
+            "{text}"
+        );
+    }
+}
