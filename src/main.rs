@@ -1,1 +1,250 @@
-fn main() {}
+//! The `acp-lsp` command line.
+
+use acp_lsp::acp::relay::{self, LspMode, RelayEnd, RelayOptions};
+use acp_lsp::gate::{Gate, GateConfig};
+use acp_lsp::lsp::config::Config;
+use acp_lsp::lsp::registry::{Registry, RegistryOptions};
+use acp_lsp::record::Recorder;
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How long the agent may take to exit after its input is closed.
+const AGENT_EXIT_GRACE: Duration = Duration::from_secs(5);
+
+#[derive(Parser)]
+#[command(
+    name = "acp-lsp",
+    version,
+    about = "Gives ACP coding agents real language-server intelligence"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(clap::Args)]
+struct LogArgs {
+    /// Log level or filter (tracing EnvFilter syntax), e.g. `info`, `acp_lsp=debug`.
+    #[arg(long, default_value = "warn", global = true)]
+    log_level: String,
+    /// Write logs to this file instead of stderr.
+    #[arg(long, global = true)]
+    log_file: Option<PathBuf>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run in front of an ACP agent: `acp-lsp proxy -- AGENT [ARGS…]`.
+    Proxy {
+        /// Config file (default: $XDG_CONFIG_HOME/acp-lsp/config.toml).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Record every message to this file (JSON lines).
+        #[arg(long)]
+        record: Option<PathBuf>,
+        /// Who answers lsp/* when the editor advertises `lsp` itself.
+        #[arg(long, value_enum, default_value_t = LspMode::Auto)]
+        lsp: LspMode,
+        /// Start language servers on first use instead of on session/new.
+        #[arg(long)]
+        lazy: bool,
+        #[command(flatten)]
+        log: LogArgs,
+        /// The agent command and its arguments.
+        #[arg(required = true, last = true)]
+        agent: Vec<String>,
+    },
+    /// Show which language servers would run for a folder, and whether each is installed.
+    Servers {
+        /// The folder (default: the current one).
+        dir: Option<PathBuf>,
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+}
+
+fn init_logging(log: &LogArgs) -> anyhow::Result<()> {
+    let filter = tracing_subscriber::EnvFilter::try_new(&log.log_level)
+        .with_context(|| format!("invalid --log-level {:?}", log.log_level))?;
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    match &log.log_file {
+        Some(path) => {
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .with_context(|| format!("cannot open log file {}", path.display()))?;
+            builder
+                .with_ansi(false)
+                .with_writer(std::sync::Mutex::new(file))
+                .init();
+        }
+        // Never stdout: stdout carries the protocol.
+        None => builder.with_writer(std::io::stderr).init(),
+    }
+    Ok(())
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Proxy {
+            config,
+            record,
+            lsp,
+            lazy,
+            log,
+            agent,
+        } => {
+            init_logging(&log)?;
+            let config = Config::load(config.as_deref())?;
+            let recorder = record
+                .map(|path| {
+                    Recorder::create(&path)
+                        .with_context(|| format!("cannot create record file {}", path.display()))
+                })
+                .transpose()?;
+            let runtime = tokio::runtime::Runtime::new()?;
+            let code = runtime.block_on(proxy(config, recorder, lsp, lazy, agent))?;
+            std::process::exit(code);
+        }
+        Command::Servers { dir, config } => {
+            let config = Config::load(config.as_deref())?;
+            let dir = match dir {
+                Some(dir) => dir,
+                None => std::env::current_dir()?,
+            };
+            print!("{}", acp_lsp::lsp::detect::health_report(&dir, &config));
+            Ok(())
+        }
+    }
+}
+
+async fn proxy(
+    config: Config,
+    recorder: Option<Recorder>,
+    lsp_mode: LspMode,
+    lazy: bool,
+    agent: Vec<String>,
+) -> anyhow::Result<i32> {
+    let (program, args) = agent.split_first().context("no agent command given")?;
+    let mut command = tokio::process::Command::new(program);
+    command
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true);
+    set_parent_death_signal(&mut command);
+    let mut child = command
+        .spawn()
+        .with_context(|| format!("cannot start agent {program:?}"))?;
+    let agent_in = child.stdin.take().context("BUG: agent stdin is piped")?;
+    let agent_out = child.stdout.take().context("BUG: agent stdout is piped")?;
+
+    let gate_config = GateConfig {
+        limits: Default::default(),
+        read_only_roots: config.read_only_roots.clone(),
+        allowed_uri_schemes: config.allowed_uri_schemes.clone(),
+    };
+    let registry = Registry::new(
+        config,
+        RegistryOptions {
+            lazy,
+            recorder: recorder.clone(),
+        },
+    );
+    let gate = Gate::new(Arc::clone(&registry), gate_config);
+    let (eof_tx, eof_rx) = tokio::sync::oneshot::channel::<()>();
+    let relay = relay::run(
+        gate,
+        tokio::io::stdin(),
+        tokio::io::stdout(),
+        agent_in,
+        agent_out,
+        RelayOptions {
+            lsp_mode,
+            recorder: recorder.clone(),
+        },
+        move || {
+            let _ = eof_tx.send(());
+        },
+    );
+    tokio::pin!(relay);
+    let mut editor_closed = false;
+    let end = tokio::select! {
+        end = &mut relay => end,
+        _ = eof_rx => {
+            editor_closed = true;
+            // The agent's input is closed; give it a bounded time to finish.
+            match tokio::time::timeout(AGENT_EXIT_GRACE, &mut relay).await {
+                Ok(end) => end,
+                Err(_) => {
+                    tracing::warn!("agent did not exit after its input closed; killing it");
+                    let _ = child.start_kill();
+                    relay.await
+                }
+            }
+        }
+        _ = terminate_signal() => {
+            tracing::info!("terminating on signal");
+            let _ = child.start_kill();
+            RelayEnd::EditorGone
+        }
+    };
+    if end == RelayEnd::EditorGone && !editor_closed {
+        let _ = child.start_kill();
+    }
+    registry.shutdown().await;
+    if let Some(recorder) = &recorder {
+        recorder.sync();
+    }
+    let status = match tokio::time::timeout(AGENT_EXIT_GRACE, child.wait()).await {
+        Ok(status) => status.ok(),
+        Err(_) => {
+            let _ = child.kill().await;
+            None
+        }
+    };
+    Ok(status.and_then(|s| s.code()).unwrap_or(1))
+}
+
+async fn terminate_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    match (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) {
+        (Ok(mut term), Ok(mut int)) => {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+        }
+        _ => std::future::pending().await,
+    }
+}
+
+/// Asks Linux to SIGTERM the agent if the proxy dies, even by `kill -9`.
+fn set_parent_death_signal(command: &mut tokio::process::Command) {
+    #[cfg(target_os = "linux")]
+    // SAFETY: the closure runs between fork and exec and calls only prctl and
+    // getppid, which are async-signal-safe; it touches no memory of the parent.
+    unsafe {
+        let parent = std::process::id() as libc::pid_t;
+        command.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The parent may have died before prctl took effect.
+            if libc::getppid() != parent {
+                libc::_exit(1);
+            }
+            Ok(())
+        });
+    }
+}

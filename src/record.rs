@@ -34,6 +34,7 @@ impl Direction {
     }
 }
 
+#[derive(Debug)]
 enum Entry {
     /// Flush, then acknowledge.
     Sync(mpsc::SyncSender<()>),
@@ -50,7 +51,7 @@ enum Entry {
 }
 
 /// A cheap handle to the recording thread; clones share one file.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct Recorder {
     start: Instant,
     tx: mpsc::Sender<Entry>,

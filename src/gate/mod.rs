@@ -148,16 +148,20 @@ pub trait LspHost: Send + Sync + 'static {
     fn servers(&self, session: &Session) -> impl Future<Output = Vec<ServerEntry>> + Send;
 
     /// Checks that `server_id` serves `session` and says how to route to it.
-    fn route(&self, session: &Session, server_id: &str) -> Result<Route, GateError>;
+    fn route(
+        &self,
+        session: &Session,
+        server_id: &str,
+    ) -> impl Future<Output = Result<Route, GateError>> + Send;
 
     /// Forwards one request and returns the server's result.
     fn request(&self, call: HostCall) -> impl Future<Output = Result<HostReply, GateError>> + Send;
 
     /// A session's roots were committed (servers may start indexing now).
-    fn session_opened(&self, _session: &Arc<Session>) {}
+    fn session_opened(self: &Arc<Self>, _session: &Arc<Session>) {}
 
     /// A session ended.
-    fn session_closed(&self, _session: &Arc<Session>) {}
+    fn session_closed(self: &Arc<Self>, _session: &Arc<Session>) {}
 
     /// The editor confirmed an `fs/write_text_file` of the session's agent.
     /// Called before the confirmation is forwarded to the agent, so the host
@@ -377,7 +381,11 @@ impl<H: LspHost> Gate<H> {
             .sessions
             .get(&parsed.session_id)
             .ok_or_else(|| fail(GateError::UnknownSession(parsed.session_id.to_string())))?;
-        let route = self.host.route(&session, &parsed.server_id).map_err(fail)?;
+        let route = self
+            .host
+            .route(&session, &parsed.server_id)
+            .await
+            .map_err(fail)?;
 
         let inner = parsed.params.filter(|p| !jsonrpc::is_null(p));
         if let Some(inner) = inner {

@@ -135,6 +135,7 @@ impl Connection {
             rx,
             connection: Arc::clone(self),
             done: false,
+            cancel_sent: false,
         }
     }
 
@@ -171,12 +172,21 @@ pub struct PendingRequest {
     rx: oneshot::Receiver<Reply>,
     connection: Arc<Connection>,
     done: bool,
+    cancel_sent: bool,
 }
 
 impl PendingRequest {
     /// The id the server sees.
     pub fn id(&self) -> u64 {
         self.id
+    }
+
+    /// Sends `$/cancelRequest` (once) and keeps waiting for the server's answer.
+    pub fn cancel(&mut self) {
+        if !self.cancel_sent && !self.done {
+            self.cancel_sent = true;
+            self.connection.cancel(self.id);
+        }
     }
 }
 
@@ -206,7 +216,7 @@ impl Drop for PendingRequest {
             .expect("BUG: pending table lock poisoned")
             .remove(&self.id)
             .is_some();
-        if removed && !self.connection.is_closed() {
+        if removed && !self.cancel_sent && !self.connection.is_closed() {
             self.connection.cancel(self.id);
         }
     }

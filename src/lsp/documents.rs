@@ -1,0 +1,360 @@
+//! What one server has been told about documents: which are open, at which
+//! version, with which content. Decides didOpen/didChange/didClose; does no I/O
+//! (the caller reads the disk and sends what this returns, in order).
+
+use serde::Serialize;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::SystemTime;
+
+/// Documents open per server before the least recently used one is closed.
+pub const DEFAULT_MAX_OPEN_DOCUMENTS: usize = 500;
+/// Files larger than this are never opened on a server.
+pub const MAX_DOCUMENT_BYTES: u64 = 5 * 1024 * 1024;
+
+/// What the disk says about a file, cheaply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stamp {
+    pub size: u64,
+    pub modified: Option<SystemTime>,
+}
+
+#[derive(Debug, Clone)]
+struct Document {
+    path: PathBuf,
+    language_id: String,
+    version: i32,
+    hash: u64,
+    /// The disk stamp the text was read at; `None` when the text came from
+    /// an `fs/write_text_file` and the disk has not been looked at since.
+    stamp: Option<Stamp>,
+    last_used: u64,
+}
+
+/// A notification to send, in the order returned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DocumentNotification {
+    Open {
+        uri: String,
+        language_id: String,
+        version: i32,
+        text: String,
+    },
+    Change {
+        uri: String,
+        version: i32,
+        text: String,
+    },
+    Close {
+        uri: String,
+    },
+}
+
+/// What the server saw of one document when a request was sent (`_meta.documents`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DocumentState {
+    pub uri: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hash: Option<String>,
+    /// Why the document was not opened (`too_large`, `unreadable`, `not_found`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<&'static str>,
+}
+
+/// The open documents of one server connection.
+#[derive(Debug)]
+pub struct DocumentTable {
+    docs: HashMap<String, Document>,
+    max_open: usize,
+    clock: u64,
+}
+
+/// A stable 64-bit FNV-1a hash of a text (stable across runs, so recordings compare).
+pub fn content_hash(text: &str) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in text.as_bytes() {
+        hash ^= u64::from(*byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    hash
+}
+
+impl DocumentTable {
+    pub fn new(max_open: usize) -> DocumentTable {
+        DocumentTable {
+            docs: HashMap::new(),
+            max_open: max_open.max(1),
+            clock: 0,
+        }
+    }
+
+    /// Whether the disk must be read to know if `uri` changed: not open yet,
+    /// stamp differs, or the stamp is too recent to trust (same-second writes).
+    pub fn needs_read(&self, uri: &str, stamp: Stamp, now: SystemTime) -> bool {
+        let Some(doc) = self.docs.get(uri) else {
+            return true;
+        };
+        match (doc.stamp, stamp.modified) {
+            (Some(old), Some(modified)) if old == stamp => now
+                .duration_since(modified)
+                .map_or(true, |age| age < AMBIGUOUS_WINDOW),
+            _ => true,
+        }
+    }
+
+    /// Takes the disk's text for `uri`. Returns what to send.
+    pub fn sync(
+        &mut self,
+        uri: &str,
+        path: PathBuf,
+        language_id: &str,
+        text: String,
+        stamp: Option<Stamp>,
+    ) -> Vec<DocumentNotification> {
+        self.clock += 1;
+        let hash = content_hash(&text);
+        let clock = self.clock;
+        if let Some(doc) = self.docs.get_mut(uri) {
+            doc.last_used = clock;
+            doc.stamp = stamp;
+            if doc.hash == hash {
+                return Vec::new();
+            }
+            doc.hash = hash;
+            doc.version += 1;
+            return vec![DocumentNotification::Change {
+                uri: uri.to_string(),
+                version: doc.version,
+                text,
+            }];
+        }
+        let mut out = self.evict_for_one();
+        self.docs.insert(
+            uri.to_string(),
+            Document {
+                path,
+                language_id: language_id.to_string(),
+                version: 1,
+                hash,
+                stamp,
+                last_used: clock,
+            },
+        );
+        out.push(DocumentNotification::Open {
+            uri: uri.to_string(),
+            language_id: language_id.to_string(),
+            version: 1,
+            text,
+        });
+        out
+    }
+
+    /// Text written through `fs/write_text_file` for a document: changes it only
+    /// if it is open (a closed document is read from disk when next needed).
+    pub fn written(&mut self, uri: &str, text: String) -> Vec<DocumentNotification> {
+        let Some(doc) = self.docs.get(uri) else {
+            return Vec::new();
+        };
+        let (path, language_id) = (doc.path.clone(), doc.language_id.clone());
+        self.sync(uri, path, &language_id, text, None)
+    }
+
+    /// The file is gone from disk.
+    pub fn deleted(&mut self, uri: &str) -> Vec<DocumentNotification> {
+        match self.docs.remove(uri) {
+            Some(_) => vec![DocumentNotification::Close {
+                uri: uri.to_string(),
+            }],
+            None => Vec::new(),
+        }
+    }
+
+    fn evict_for_one(&mut self) -> Vec<DocumentNotification> {
+        let mut out = Vec::new();
+        while self.docs.len() >= self.max_open {
+            let Some(oldest) = self
+                .docs
+                .iter()
+                .min_by_key(|(_, d)| d.last_used)
+                .map(|(uri, _)| uri.clone())
+            else {
+                break;
+            };
+            self.docs.remove(&oldest);
+            out.push(DocumentNotification::Close { uri: oldest });
+        }
+        out
+    }
+
+    pub fn is_open(&self, uri: &str) -> bool {
+        self.docs.contains_key(uri)
+    }
+
+    pub fn len(&self) -> usize {
+        self.docs.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.docs.is_empty()
+    }
+
+    /// What the server holds for `uri` now.
+    pub fn state(&self, uri: &str) -> DocumentState {
+        match self.docs.get(uri) {
+            Some(doc) => DocumentState {
+                uri: uri.to_string(),
+                version: Some(doc.version),
+                hash: Some(format!("{:016x}", doc.hash)),
+                skipped: None,
+            },
+            None => DocumentState {
+                uri: uri.to_string(),
+                version: None,
+                hash: None,
+                skipped: None,
+            },
+        }
+    }
+
+    /// Forgets everything (the server restarted) and returns the documents to
+    /// reopen: (uri, path, language id).
+    pub fn reset(&mut self) -> Vec<(String, PathBuf, String)> {
+        let mut docs: Vec<_> = self.docs.drain().collect();
+        docs.sort_by_key(|(_, d)| d.last_used);
+        docs.into_iter()
+            .map(|(uri, d)| (uri, d.path, d.language_id))
+            .collect()
+    }
+}
+
+/// A stamp whose mtime is this recent may hide a second write in the same tick.
+const AMBIGUOUS_WINDOW: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The document URIs a request's params name: `textDocument.uri`, and the
+/// `uri` of hierarchy items (`item.uri`). Other URIs (locations in results,
+/// workspace edits) are not documents the request reads.
+pub fn named_documents(params: &serde_json::Value) -> Vec<String> {
+    let mut out = Vec::new();
+    for key in ["textDocument", "item"] {
+        if let Some(uri) = params
+            .get(key)
+            .and_then(|v| v.get("uri"))
+            .and_then(serde_json::Value::as_str)
+        {
+            if !out.iter().any(|u| u == uri) {
+                out.push(uri.to_string());
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn stamp(size: u64, secs: u64) -> Stamp {
+        Stamp {
+            size,
+            modified: Some(SystemTime::UNIX_EPOCH + Duration::from_secs(secs)),
+        }
+    }
+
+    #[test]
+    fn opens_once_then_changes_with_increasing_versions() {
+        let mut table = DocumentTable::new(10);
+        let open = table.sync(
+            "file:///a",
+            "/a".into(),
+            "rust",
+            "1".into(),
+            Some(stamp(1, 1)),
+        );
+        assert!(matches!(
+            &open[..],
+            [DocumentNotification::Open { version: 1, .. }]
+        ));
+        assert!(table
+            .sync(
+                "file:///a",
+                "/a".into(),
+                "rust",
+                "1".into(),
+                Some(stamp(1, 1))
+            )
+            .is_empty());
+        let change = table.sync(
+            "file:///a",
+            "/a".into(),
+            "rust",
+            "2".into(),
+            Some(stamp(1, 2)),
+        );
+        assert!(matches!(
+            &change[..],
+            [DocumentNotification::Change { version: 2, .. }]
+        ));
+        let change = table.written("file:///a", "3".into());
+        assert!(matches!(
+            &change[..],
+            [DocumentNotification::Change { version: 3, .. }]
+        ));
+        assert!(table.written("file:///other", "x".into()).is_empty());
+    }
+
+    #[test]
+    fn stamps_decide_whether_to_read() {
+        let mut table = DocumentTable::new(10);
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(100);
+        assert!(table.needs_read("file:///a", stamp(1, 1), now));
+        table.sync(
+            "file:///a",
+            "/a".into(),
+            "rust",
+            "x".into(),
+            Some(stamp(1, 1)),
+        );
+        assert!(!table.needs_read("file:///a", stamp(1, 1), now));
+        assert!(table.needs_read("file:///a", stamp(2, 1), now));
+        // Modified within the ambiguous window: read again even with the same stamp.
+        table.sync(
+            "file:///a",
+            "/a".into(),
+            "rust",
+            "y".into(),
+            Some(stamp(1, 99)),
+        );
+        assert!(table.needs_read("file:///a", stamp(1, 99), now));
+    }
+
+    #[test]
+    fn evicts_the_least_recently_used() {
+        let mut table = DocumentTable::new(2);
+        table.sync("file:///a", "/a".into(), "rust", "a".into(), None);
+        table.sync("file:///b", "/b".into(), "rust", "b".into(), None);
+        table.sync("file:///a", "/a".into(), "rust", "a".into(), None);
+        let out = table.sync("file:///c", "/c".into(), "rust", "c".into(), None);
+        assert_eq!(
+            out[0],
+            DocumentNotification::Close {
+                uri: "file:///b".into()
+            }
+        );
+        assert!(table.is_open("file:///a") && table.is_open("file:///c"));
+        assert_eq!(table.len(), 2);
+    }
+
+    #[test]
+    fn finds_named_documents() {
+        let params = serde_json::json!({
+            "textDocument": {"uri": "file:///a"},
+            "position": {"line": 0, "character": 0},
+            "item": {"uri": "file:///b", "name": "f"}
+        });
+        assert_eq!(named_documents(&params), vec!["file:///a", "file:///b"]);
+    }
+}

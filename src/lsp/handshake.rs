@@ -1,0 +1,299 @@
+//! The LSP handshake: the `initialize` params acp-lsp sends (honest client
+//! capabilities), reading the server's answer, and `capabilities` as
+//! `lsp/servers` reports them (initialize result merged with registrations).
+
+use super::config::ServerConfig;
+use super::server::{raw_json, Registration};
+use crate::jsonrpc::object::RawObject;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::{json, Value};
+use std::path::Path;
+
+/// What acp-lsp keeps from an initialize result.
+#[derive(Debug)]
+pub struct InitializeInfo {
+    /// `capabilities`, verbatim.
+    pub capabilities: Box<RawValue>,
+    pub version: Option<String>,
+    pub position_encoding: Option<String>,
+}
+
+fn file_uri(path: &Path) -> String {
+    url::Url::from_directory_path(path)
+        .or_else(|_| url::Url::from_file_path(path))
+        .map(|u| u.as_str().trim_end_matches('/').to_string())
+        .unwrap_or_else(|_| format!("file://{}", path.display()))
+}
+
+/// `[{uri, name}]` for the server's root.
+pub fn workspace_folders(root: &Path) -> Value {
+    let name = root
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| root.display().to_string());
+    json!([{ "uri": file_uri(root), "name": name }])
+}
+
+/// The `initialize` params. Capabilities advertise only what acp-lsp really does.
+pub fn initialize_params(config: &ServerConfig, root: &Path) -> Box<RawValue> {
+    let encodings = if config.position_encodings.is_empty() {
+        vec!["utf-16".to_string()]
+    } else {
+        config.position_encodings.clone()
+    };
+    let mut params = json!({
+        "processId": std::process::id(),
+        "clientInfo": { "name": "acp-lsp", "version": env!("CARGO_PKG_VERSION") },
+        "rootUri": file_uri(root),
+        "rootPath": root.display().to_string(),
+        "workspaceFolders": workspace_folders(root),
+        "capabilities": {
+            "general": { "positionEncodings": encodings },
+            "window": {
+                "workDoneProgress": true,
+                "showMessage": {},
+                "showDocument": { "support": false }
+            },
+            "workspace": {
+                "workspaceFolders": true,
+                "configuration": true,
+                "didChangeWatchedFiles": { "dynamicRegistration": true, "relativePatternSupport": true },
+                "didChangeConfiguration": { "dynamicRegistration": false },
+                "applyEdit": false,
+                "workspaceEdit": {
+                    "documentChanges": true,
+                    "resourceOperations": ["create", "rename", "delete"],
+                    "failureHandling": "abort",
+                    "changeAnnotationSupport": { "groupsOnLabel": false }
+                },
+                "symbol": { "dynamicRegistration": false },
+                "executeCommand": { "dynamicRegistration": false },
+                "fileOperations": { "dynamicRegistration": false, "willRename": true, "willCreate": true, "willDelete": true }
+            },
+            "textDocument": {
+                "synchronization": { "dynamicRegistration": false, "didSave": false, "willSave": false, "willSaveWaitUntil": false },
+                "hover": { "contentFormat": ["markdown", "plaintext"] },
+                "definition": { "linkSupport": true },
+                "declaration": { "linkSupport": true },
+                "typeDefinition": { "linkSupport": true },
+                "implementation": { "linkSupport": true },
+                "references": {},
+                "documentSymbol": { "hierarchicalDocumentSymbolSupport": true },
+                "rename": { "prepareSupport": true },
+                "codeAction": { "codeActionLiteralSupport": { "codeActionKind": { "valueSet": ["", "quickfix", "refactor", "refactor.extract", "refactor.inline", "refactor.rewrite", "source", "source.organizeImports"] } }, "resolveSupport": { "properties": ["edit"] } },
+                "completion": { "completionItem": { "snippetSupport": false } },
+                "signatureHelp": {},
+                "publishDiagnostics": { "relatedInformation": true, "versionSupport": true },
+                "callHierarchy": {},
+                "typeHierarchy": {},
+                "formatting": {},
+                "rangeFormatting": {},
+                "inlayHint": {},
+                "semanticTokens": { "requests": { "full": true, "range": true }, "tokenTypes": [], "tokenModifiers": [], "formats": ["relative"] },
+                "diagnostic": { "dynamicRegistration": false }
+            },
+            "experimental": { "serverStatusNotification": true }
+        }
+    });
+    if let Some(options) = &config.initialization_options {
+        params["initializationOptions"] = options.clone();
+    }
+    raw_json(&params)
+}
+
+/// Reads the parts of an initialize result acp-lsp uses, keeping `capabilities` raw.
+pub fn read_initialize_result(result: &RawValue) -> Result<InitializeInfo, serde_json::Error> {
+    #[derive(Deserialize)]
+    struct ServerInfo {
+        #[serde(default)]
+        version: Option<String>,
+    }
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Encoding {
+        #[serde(default)]
+        position_encoding: Option<String>,
+    }
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Result<'a> {
+        #[serde(borrow)]
+        capabilities: &'a RawValue,
+        #[serde(default)]
+        server_info: Option<ServerInfo>,
+    }
+    let parsed: Result = serde_json::from_str(result.get())?;
+    let encoding: Encoding = serde_json::from_str(parsed.capabilities.get()).unwrap_or(Encoding {
+        position_encoding: None,
+    });
+    Ok(InitializeInfo {
+        capabilities: parsed.capabilities.to_owned(),
+        version: parsed.server_info.and_then(|i| i.version),
+        position_encoding: encoding.position_encoding,
+    })
+}
+
+/// The server capability that a dynamically registered method stands for.
+fn capability_key(method: &str) -> Option<&'static str> {
+    Some(match method {
+        "textDocument/hover" => "hoverProvider",
+        "textDocument/completion" => "completionProvider",
+        "textDocument/signatureHelp" => "signatureHelpProvider",
+        "textDocument/declaration" => "declarationProvider",
+        "textDocument/definition" => "definitionProvider",
+        "textDocument/typeDefinition" => "typeDefinitionProvider",
+        "textDocument/implementation" => "implementationProvider",
+        "textDocument/references" => "referencesProvider",
+        "textDocument/documentHighlight" => "documentHighlightProvider",
+        "textDocument/documentSymbol" => "documentSymbolProvider",
+        "textDocument/codeAction" => "codeActionProvider",
+        "textDocument/codeLens" => "codeLensProvider",
+        "textDocument/documentLink" => "documentLinkProvider",
+        "textDocument/documentColor" => "colorProvider",
+        "textDocument/formatting" => "documentFormattingProvider",
+        "textDocument/rangeFormatting" => "documentRangeFormattingProvider",
+        "textDocument/onTypeFormatting" => "documentOnTypeFormattingProvider",
+        "textDocument/rename" => "renameProvider",
+        "textDocument/foldingRange" => "foldingRangeProvider",
+        "textDocument/selectionRange" => "selectionRangeProvider",
+        "textDocument/prepareCallHierarchy" => "callHierarchyProvider",
+        "textDocument/prepareTypeHierarchy" => "typeHierarchyProvider",
+        "textDocument/semanticTokens" => "semanticTokensProvider",
+        "textDocument/linkedEditingRange" => "linkedEditingRangeProvider",
+        "textDocument/moniker" => "monikerProvider",
+        "textDocument/inlayHint" => "inlayHintProvider",
+        "textDocument/inlineValue" => "inlineValueProvider",
+        "textDocument/diagnostic" => "diagnosticProvider",
+        "workspace/symbol" => "workspaceSymbolProvider",
+        "workspace/executeCommand" => "executeCommandProvider",
+        _ => return None,
+    })
+}
+
+/// `capabilities` for `lsp/servers`: the initialize result's, byte for byte
+/// where untouched; each dynamic registration of a request method whose
+/// capability is absent, `null` or `false` there sets it to the registration's
+/// options (or `true`). Every registration is also listed under
+/// `_meta["acp-lsp/registrations"]`.
+pub fn merged_capabilities(
+    initial: Option<&RawValue>,
+    registrations: &[Registration],
+) -> Box<RawValue> {
+    let empty = raw_json(&json!({}));
+    let initial = initial.unwrap_or(&empty);
+    if registrations.is_empty() {
+        return initial.to_owned();
+    }
+    let Ok(mut caps) = RawObject::parse(initial) else {
+        return initial.to_owned();
+    };
+    for reg in registrations {
+        let Some(key) = capability_key(&reg.method) else {
+            continue;
+        };
+        let absent = caps
+            .get(key)
+            .is_none_or(|v| matches!(v.trim(), "null" | "false"));
+        if absent {
+            let value = reg
+                .register_options
+                .as_ref()
+                .map_or_else(|| "true".to_string(), |o| o.get().to_string());
+            caps.set(key, value);
+        }
+    }
+    let listed: Vec<Value> = registrations
+        .iter()
+        .map(|r| {
+            json!({
+                "id": r.id,
+                "method": r.method,
+                "registerOptions": r.register_options.as_ref().and_then(|o| serde_json::from_str::<Value>(o.get()).ok()),
+            })
+        })
+        .collect();
+    let mut meta = match caps.get_raw("_meta") {
+        Some(raw) => RawObject::parse(raw).unwrap_or_else(|_| RawObject::empty()),
+        None => RawObject::empty(),
+    };
+    meta.set("acp-lsp/registrations", Value::Array(listed).to_string());
+    caps.set("_meta", meta.to_json());
+    RawValue::from_string(caps.to_json()).unwrap_or_else(|_| initial.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_result_and_keeps_capabilities_verbatim() {
+        let result: &RawValue = serde_json::from_str(
+            r#"{"capabilities":{"positionEncoding":"utf-16","x_vendor":{"a":1},"hoverProvider":true},"serverInfo":{"name":"s","version":"1.2"}}"#,
+        )
+        .unwrap();
+        let info = read_initialize_result(result).unwrap();
+        assert_eq!(
+            info.capabilities.get(),
+            r#"{"positionEncoding":"utf-16","x_vendor":{"a":1},"hoverProvider":true}"#
+        );
+        assert_eq!(info.version.as_deref(), Some("1.2"));
+        assert_eq!(info.position_encoding.as_deref(), Some("utf-16"));
+    }
+
+    #[test]
+    fn registrations_fill_absent_capabilities_only() {
+        let initial: &RawValue =
+            serde_json::from_str(r#"{"hoverProvider":true,"documentFormattingProvider":false}"#)
+                .unwrap();
+        let regs = vec![
+            Registration {
+                id: "1".into(),
+                method: "textDocument/formatting".into(),
+                register_options: Some(raw_json(&json!({"documentSelector": null}))),
+            },
+            Registration {
+                id: "2".into(),
+                method: "textDocument/hover".into(),
+                register_options: None,
+            },
+            Registration {
+                id: "3".into(),
+                method: "workspace/didChangeWatchedFiles".into(),
+                register_options: Some(raw_json(&json!({"watchers": []}))),
+            },
+        ];
+        let merged: Value =
+            serde_json::from_str(merged_capabilities(Some(initial), &regs).get()).unwrap();
+        assert_eq!(merged["hoverProvider"], json!(true));
+        assert_eq!(
+            merged["documentFormattingProvider"],
+            json!({"documentSelector": null})
+        );
+        assert_eq!(
+            merged["_meta"]["acp-lsp/registrations"]
+                .as_array()
+                .unwrap()
+                .len(),
+            3
+        );
+        assert_eq!(merged_capabilities(Some(initial), &[]).get(), initial.get());
+    }
+
+    #[test]
+    fn initialize_params_are_honest() {
+        let config = ServerConfig::new("x", "x", &[], &["rust"], &["rs"], &[]);
+        let params: Value =
+            serde_json::from_str(initialize_params(&config, Path::new("/ws/proj")).get()).unwrap();
+        assert_eq!(params["rootUri"], "file:///ws/proj");
+        assert_eq!(
+            params["capabilities"]["general"]["positionEncodings"],
+            json!(["utf-16"])
+        );
+        assert_eq!(
+            params["capabilities"]["workspace"]["didChangeWatchedFiles"]["dynamicRegistration"],
+            true
+        );
+        assert_eq!(params["workspaceFolders"][0]["name"], "proj");
+    }
+}

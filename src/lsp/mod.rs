@@ -1,0 +1,10 @@
+//! Language servers: configuration, processes, connections, supervision and the registry.
+
+pub mod config;
+pub mod connection;
+pub mod detect;
+pub mod documents;
+pub mod handshake;
+pub mod process;
+pub mod registry;
+pub mod server;

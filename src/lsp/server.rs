@@ -1,0 +1,833 @@
+//! One supervised language server: spawn, handshake, readiness, restart with
+//! backoff, graceful shutdown, and forwarding requests with the documents they
+//! name synced from disk first.
+
+use super::config::ServerConfig;
+use super::connection::{Connection, PendingRequest, Reply, ServerMessages};
+use super::documents::{
+    named_documents, DocumentNotification, DocumentState, DocumentTable, Stamp,
+    DEFAULT_MAX_OPEN_DOCUMENTS, MAX_DOCUMENT_BYTES,
+};
+use super::handshake;
+use super::process::{ServerProcess, SpawnSpec, EXIT_GRACE};
+use crate::gate::{GateError, HostReply, Progress, ServerEntry, ServerState};
+use crate::jsonrpc::{ErrorObject, Limits};
+use crate::record::Recorder;
+use serde_json::value::RawValue;
+use serde_json::{json, Value};
+use std::collections::{HashMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant, SystemTime};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+/// Longest wait for the server's `initialize` answer.
+pub const INITIALIZE_TIMEOUT: Duration = Duration::from_secs(60);
+/// Longest wait for the `shutdown` answer before `exit` is sent anyway.
+pub const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long a request that arrives during the handshake or a restart waits.
+pub const STARTUP_WAIT: Duration = Duration::from_secs(20);
+/// After `$/cancelRequest`, how long the server's own answer is awaited.
+pub const CANCEL_GRACE: Duration = Duration::from_secs(2);
+/// Pause before each restart, by number of recent crashes.
+pub const RESTART_BACKOFF: [Duration; 5] = [
+    Duration::from_millis(0),
+    Duration::from_millis(500),
+    Duration::from_secs(1),
+    Duration::from_secs(2),
+    Duration::from_secs(4),
+];
+/// This many crashes within [`CRASH_WINDOW`] mark the server failed.
+pub const MAX_CRASHES: usize = 5;
+pub const CRASH_WINDOW: Duration = Duration::from_secs(180);
+/// Documents whose latest diagnostics are kept.
+pub const MAX_DIAGNOSTIC_DOCUMENTS: usize = 10_000;
+
+/// What the registry knows about a server before it starts.
+#[derive(Debug, Clone)]
+pub struct ServerSpec {
+    pub server_id: String,
+    pub config: Arc<ServerConfig>,
+    pub root: PathBuf,
+    /// The program, resolved on PATH.
+    pub program: PathBuf,
+    pub limits: Limits,
+    pub recorder: Option<Recorder>,
+}
+
+/// The lifecycle snapshot watched by waiters.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Status {
+    pub state: ServerState,
+    pub progress: Option<Progress>,
+    pub last_error: Option<String>,
+}
+
+/// A dynamic registration (`client/registerCapability`).
+#[derive(Debug, Clone)]
+pub struct Registration {
+    pub id: String,
+    pub method: String,
+    pub register_options: Option<Box<RawValue>>,
+}
+
+#[derive(Default)]
+struct Live {
+    connection: Option<Arc<Connection>>,
+    capabilities: Option<Box<RawValue>>,
+    version: Option<String>,
+    position_encoding: Option<String>,
+    registrations: Vec<Registration>,
+    /// Active work-done progress by token.
+    progress: HashMap<String, Progress>,
+    /// rust-analyzer's `experimental/serverStatus`: `Some(true)` once quiescent.
+    quiescent: Option<bool>,
+    diagnostics: HashMap<String, Box<RawValue>>,
+    diagnostics_order: VecDeque<String>,
+    pid: Option<u32>,
+    restarts: u32,
+    stderr_tail: String,
+}
+
+/// One language server and its supervisor.
+pub struct Server {
+    spec: ServerSpec,
+    status: watch::Sender<Status>,
+    live: Mutex<Live>,
+    /// Documents as this server sees them. Locked only for decisions and the
+    /// sends that follow them, never across an await.
+    documents: Mutex<DocumentTable>,
+    stop: CancellationToken,
+    started: Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+impl Server {
+    pub fn new(spec: ServerSpec) -> Arc<Server> {
+        let (status, _) = watch::channel(Status {
+            state: ServerState::Stopped,
+            progress: None,
+            last_error: None,
+        });
+        Arc::new(Server {
+            spec,
+            status,
+            live: Mutex::new(Live::default()),
+            documents: Mutex::new(DocumentTable::new(DEFAULT_MAX_OPEN_DOCUMENTS)),
+            stop: CancellationToken::new(),
+            started: Mutex::new(None),
+        })
+    }
+
+    pub fn id(&self) -> &str {
+        &self.spec.server_id
+    }
+
+    pub fn spec(&self) -> &ServerSpec {
+        &self.spec
+    }
+
+    fn live(&self) -> std::sync::MutexGuard<'_, Live> {
+        self.live.lock().expect("BUG: server state lock poisoned")
+    }
+
+    fn docs(&self) -> std::sync::MutexGuard<'_, DocumentTable> {
+        self.documents
+            .lock()
+            .expect("BUG: document table lock poisoned")
+    }
+
+    pub fn status(&self) -> Status {
+        self.status.borrow().clone()
+    }
+
+    fn set_status(&self, state: ServerState, last_error: Option<String>) {
+        let progress = self.current_progress();
+        self.status.send_modify(|s| {
+            s.state = state;
+            s.progress = progress;
+            if last_error.is_some() {
+                s.last_error = last_error;
+            }
+        });
+    }
+
+    /// Starts the supervisor once; later calls do nothing.
+    pub fn ensure_started(self: &Arc<Self>) {
+        let mut started = self.started.lock().expect("BUG: start lock poisoned");
+        if started.is_some() || self.stop.is_cancelled() {
+            return;
+        }
+        self.set_status(ServerState::Starting, None);
+        let server = Arc::clone(self);
+        *started = Some(tokio::spawn(async move { server.supervise().await }));
+    }
+
+    /// Stops the server gracefully and waits for its supervisor to finish.
+    pub async fn stop(&self) {
+        self.stop.cancel();
+        let handle = self
+            .started
+            .lock()
+            .expect("BUG: start lock poisoned")
+            .take();
+        if let Some(handle) = handle {
+            let _ = handle.await;
+        }
+        self.set_status(ServerState::Stopped, None);
+    }
+
+    async fn supervise(self: Arc<Self>) {
+        let mut crashes: VecDeque<Instant> = VecDeque::new();
+        loop {
+            let error = match self.run_once().await {
+                None => return,
+                Some(error) => error,
+            };
+            let now = Instant::now();
+            crashes.push_back(now);
+            while crashes
+                .front()
+                .is_some_and(|t| now.duration_since(*t) > CRASH_WINDOW)
+            {
+                crashes.pop_front();
+            }
+            tracing::warn!(server = %self.spec.config.name, root = %self.spec.root.display(), %error, "language server stopped unexpectedly");
+            if crashes.len() >= MAX_CRASHES {
+                self.set_status(ServerState::Failed, Some(error));
+                return;
+            }
+            self.set_status(ServerState::Restarting, Some(error));
+            let backoff = RESTART_BACKOFF[(crashes.len() - 1).min(RESTART_BACKOFF.len() - 1)];
+            tokio::select! {
+                _ = tokio::time::sleep(backoff) => {}
+                _ = self.stop.cancelled() => return,
+            }
+            self.live().restarts += 1;
+        }
+    }
+
+    /// Runs the server once. `None` when it was stopped on purpose, else why it ended.
+    async fn run_once(self: &Arc<Self>) -> Option<String> {
+        let config = &self.spec.config;
+        let spawn = SpawnSpec {
+            command: self.spec.program.clone(),
+            args: config.args.clone(),
+            cwd: self.spec.root.clone(),
+            env_extra: config.env.clone(),
+            env_passthrough: config.env_passthrough.clone(),
+        };
+        let (mut process, io) = match ServerProcess::spawn(&config.name, &spawn) {
+            Ok(spawned) => spawned,
+            Err(e) => return Some(e.to_string()),
+        };
+        let handler: Arc<dyn ServerMessages> = Arc::new(Handler {
+            server: Arc::downgrade(self),
+        });
+        let connection = Connection::start(
+            &self.spec.server_id,
+            io.stdout,
+            io.stdin,
+            self.spec.limits,
+            handler,
+            self.spec.recorder.clone(),
+        );
+        {
+            let mut live = self.live();
+            live.pid = process.pid();
+            live.progress.clear();
+            live.quiescent = None;
+            live.registrations.clear();
+        }
+
+        let init_params = handshake::initialize_params(config, &self.spec.root);
+        let initialize = connection.request("initialize", Some(&init_params));
+        let outcome = tokio::select! {
+            reply = tokio::time::timeout(INITIALIZE_TIMEOUT, initialize) => reply,
+            _ = self.stop.cancelled() => {
+                self.shutdown(&connection, &mut process, false).await;
+                return None;
+            }
+        };
+        let failure = match outcome {
+            Ok(Reply::Result(result)) => match handshake::read_initialize_result(&result) {
+                Ok(info) => {
+                    let mut live = self.live();
+                    live.capabilities = Some(info.capabilities);
+                    live.version = info.version;
+                    live.position_encoding = info.position_encoding;
+                    None
+                }
+                Err(e) => Some(format!("invalid initialize result: {e}")),
+            },
+            Ok(Reply::Error(e)) => Some(format!("initialize failed: {}", e.get())),
+            Ok(Reply::TooLarge { .. }) => Some("initialize result over the frame limit".into()),
+            Ok(Reply::Closed) => Some("exited during initialize".into()),
+            Err(_) => Some(format!(
+                "no initialize answer within {} s",
+                INITIALIZE_TIMEOUT.as_secs()
+            )),
+        };
+        if let Some(failure) = failure {
+            drop(connection);
+            process.kill_group_now();
+            let _ = process.wait().await;
+            self.live().stderr_tail = process.stderr_tail();
+            return Some(with_stderr(failure, &process.stderr_tail()));
+        }
+        connection.notify("initialized", Some(&raw_json(&json!({}))));
+        if !is_empty_settings(&config.settings) {
+            let params = json!({ "settings": config.settings });
+            connection.notify("workspace/didChangeConfiguration", Some(&raw_json(&params)));
+        }
+        self.live().connection = Some(Arc::clone(&connection));
+        self.reopen_documents(&connection).await;
+        self.update_readiness();
+
+        let ended = tokio::select! {
+            status = process.wait() => Some(status),
+            _ = self.stop.cancelled() => None,
+        };
+        self.live().connection = None;
+        match ended {
+            Some(status) => {
+                let tail = process.stderr_tail();
+                self.live().stderr_tail = tail.clone();
+                let status = status.map_or_else(|e| e.to_string(), |s| s.to_string());
+                Some(with_stderr(format!("exited ({status})"), &tail))
+            }
+            None => {
+                self.shutdown(&connection, &mut process, true).await;
+                None
+            }
+        }
+    }
+
+    /// shutdown → exit → bounded wait → SIGTERM → SIGKILL (the process group).
+    async fn shutdown(
+        &self,
+        connection: &Arc<Connection>,
+        process: &mut ServerProcess,
+        polite: bool,
+    ) {
+        if polite {
+            let reply =
+                tokio::time::timeout(SHUTDOWN_TIMEOUT, connection.request("shutdown", None)).await;
+            if !matches!(reply, Ok(Reply::Result(_))) {
+                tracing::debug!(server = %self.spec.config.name, "no shutdown answer");
+            }
+            // No params member at all: some servers ignore `"params": null`.
+            connection.notify("exit", None);
+        }
+        let ended = process.terminate(EXIT_GRACE).await;
+        tracing::debug!(server = %self.spec.config.name, ?ended, "language server stopped");
+    }
+
+    async fn reopen_documents(&self, connection: &Arc<Connection>) {
+        let reopen = self.docs().reset();
+        for (uri, path, _) in reopen {
+            self.sync_document(connection, &uri, &path).await;
+        }
+    }
+
+    fn current_progress(&self) -> Option<Progress> {
+        let live = self.live();
+        live.progress.values().next().cloned()
+    }
+
+    /// Recomputes `indexing`/`ready` from progress and server status.
+    fn update_readiness(&self) {
+        let (busy, connected) = {
+            let live = self.live();
+            let waiting_for_quiescence =
+                self.spec.config.name == "rust-analyzer" && live.quiescent != Some(true);
+            (
+                !live.progress.is_empty()
+                    || waiting_for_quiescence
+                    || live.quiescent == Some(false),
+                live.connection.is_some(),
+            )
+        };
+        if !connected {
+            return;
+        }
+        let state = if busy {
+            ServerState::Indexing
+        } else {
+            ServerState::Ready
+        };
+        self.set_status(state, None);
+    }
+
+    /// The `lsp/servers` entry.
+    pub fn entry(&self) -> ServerEntry {
+        let status = self.status();
+        let live = self.live();
+        let config = &self.spec.config;
+        let capabilities =
+            handshake::merged_capabilities(live.capabilities.as_deref(), &live.registrations);
+        ServerEntry {
+            server_id: self.spec.server_id.clone(),
+            name: config.name.clone(),
+            root: self.spec.root.display().to_string(),
+            language_id: config.language_ids.first().cloned().unwrap_or_default(),
+            language_ids: config.language_ids.clone(),
+            file_extensions: config.file_extensions.clone(),
+            state: status.state,
+            progress: status.progress,
+            last_error: status.last_error,
+            version: live.version.clone(),
+            position_encoding: live
+                .position_encoding
+                .clone()
+                .unwrap_or_else(|| "utf-16".into()),
+            capabilities,
+            execute_commands: config.execute_commands.clone(),
+            pid: live.connection.as_ref().and(live.pid),
+            restarts: live.restarts,
+            memory_bytes: live
+                .connection
+                .as_ref()
+                .and(live.pid)
+                .and_then(super::process::resident_memory_of),
+            degraded_roots: Vec::new(),
+        }
+    }
+
+    /// Waits until requests may be forwarded, as the call asks.
+    async fn await_accepting(
+        &self,
+        wait_until_ready: Option<Duration>,
+    ) -> Result<Arc<Connection>, GateError> {
+        let mut rx = self.status.subscribe();
+        let (limit, want_ready) = match wait_until_ready {
+            Some(wait) => (wait, true),
+            None => (STARTUP_WAIT, false),
+        };
+        let accepted = |s: &Status| {
+            if want_ready {
+                s.state == ServerState::Ready
+            } else {
+                s.state.accepts_requests()
+            }
+        };
+        let settled = |s: &Status| {
+            accepted(s) || matches!(s.state, ServerState::Failed | ServerState::Stopped)
+        };
+        let outcome = tokio::time::timeout(limit, rx.wait_for(settled)).await;
+        let status = self.status();
+        let id = self.spec.server_id.clone();
+        match status.state {
+            ServerState::Failed => {
+                return Err(GateError::ServerFailed {
+                    server_id: id,
+                    detail: status.last_error.unwrap_or_default(),
+                })
+            }
+            ServerState::Stopped => {
+                return Err(GateError::ServerNotReady {
+                    server_id: id,
+                    state: "stopped".into(),
+                })
+            }
+            _ => {}
+        }
+        if outcome.is_err() || !accepted(&status) {
+            return Err(if want_ready {
+                GateError::ReadyTimeout {
+                    server_id: id,
+                    state: status.state.as_str().into(),
+                    waited_ms: limit.as_millis() as u64,
+                }
+            } else {
+                GateError::ServerNotReady {
+                    server_id: id,
+                    state: status.state.as_str().into(),
+                }
+            });
+        }
+        self.live()
+            .connection
+            .clone()
+            .ok_or(GateError::ServerExited {
+                server_id: self.spec.server_id.clone(),
+            })
+    }
+
+    /// Forwards one request, syncing the documents it names first.
+    pub async fn request(
+        self: &Arc<Self>,
+        method: &str,
+        params: Option<Box<RawValue>>,
+        cancel: CancellationToken,
+        wait_until_ready: Option<Duration>,
+    ) -> Result<HostReply, GateError> {
+        self.ensure_started();
+        let connection = self.await_accepting(wait_until_ready).await?;
+        let named = match &params {
+            Some(params) => serde_json::from_str::<Value>(params.get())
+                .map(|v| named_documents(&v))
+                .unwrap_or_default(),
+            None => Vec::new(),
+        };
+        let mut skipped = HashMap::new();
+        for uri in &named {
+            if let Some(path) = file_path(uri) {
+                if let Some(reason) = self.sync_document(&connection, uri, &path).await {
+                    skipped.insert(uri.clone(), reason);
+                }
+            }
+        }
+        let documents: Vec<DocumentState> = {
+            let docs = self.docs();
+            named
+                .iter()
+                .map(|uri| DocumentState {
+                    skipped: skipped.get(uri).copied(),
+                    ..docs.state(uri)
+                })
+                .collect()
+        };
+        let mut pending = connection.request(method, params.as_deref());
+        let reply = tokio::select! {
+            reply = &mut pending => reply,
+            _ = cancel.cancelled() => cancelled(&mut pending).await,
+        };
+        let id = self.spec.server_id.clone();
+        match reply {
+            Reply::Result(result) => Ok(HostReply {
+                result,
+                meta: meta_documents(&documents),
+            }),
+            Reply::Error(lsp_error) => Err(GateError::ServerError { lsp_error }),
+            Reply::TooLarge { declared } => Err(GateError::ResponseTooLarge { declared }),
+            Reply::Closed if cancel.is_cancelled() => Err(GateError::Cancelled),
+            Reply::Closed => Err(GateError::ServerExited { server_id: id }),
+        }
+    }
+
+    /// Brings one document on the server in line with the disk. Returns why
+    /// it was skipped, if it was.
+    async fn sync_document(
+        &self,
+        connection: &Arc<Connection>,
+        uri: &str,
+        path: &Path,
+    ) -> Option<&'static str> {
+        let metadata = match tokio::fs::metadata(path).await {
+            Ok(m) if m.is_file() => m,
+            Ok(_) => return Some("not_a_file"),
+            Err(_) => {
+                self.send_all(connection, self.docs().deleted(uri));
+                return Some("not_found");
+            }
+        };
+        if metadata.len() > MAX_DOCUMENT_BYTES {
+            return Some("too_large");
+        }
+        let stamp = Stamp {
+            size: metadata.len(),
+            modified: metadata.modified().ok(),
+        };
+        if !self.docs().needs_read(uri, stamp, SystemTime::now()) {
+            return None;
+        }
+        let text = match tokio::fs::read(path).await {
+            Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+            Err(_) => return Some("unreadable"),
+        };
+        let language_id = self.spec.config.language_id_for(path).to_string();
+        let mut docs = self.docs();
+        let notes = docs.sync(uri, path.to_path_buf(), &language_id, text, Some(stamp));
+        self.send_all(connection, notes);
+        None
+    }
+
+    /// Text the editor confirmed writing: update open documents at once.
+    pub fn text_written(&self, path: &Path, text: &str) {
+        let Ok(uri) = url::Url::from_file_path(path) else {
+            return;
+        };
+        let connection = self.live().connection.clone();
+        if let Some(connection) = connection {
+            let mut docs = self.docs();
+            let notes = docs.written(uri.as_str(), text.to_string());
+            self.send_all(&connection, notes);
+        }
+    }
+
+    /// Sends document notifications in order. Called with the document lock
+    /// held by the caller when order matters (it does for every caller).
+    fn send_all(&self, connection: &Arc<Connection>, notes: Vec<DocumentNotification>) {
+        for note in notes {
+            let (method, params) = match note {
+                DocumentNotification::Open {
+                    uri,
+                    language_id,
+                    version,
+                    text,
+                } => (
+                    "textDocument/didOpen",
+                    json!({"textDocument": {"uri": uri, "languageId": language_id, "version": version, "text": text}}),
+                ),
+                DocumentNotification::Change { uri, version, text } => (
+                    "textDocument/didChange",
+                    json!({"textDocument": {"uri": uri, "version": version}, "contentChanges": [{"text": text}]}),
+                ),
+                DocumentNotification::Close { uri } => (
+                    "textDocument/didClose",
+                    json!({"textDocument": {"uri": uri}}),
+                ),
+            };
+            connection.notify(method, Some(&raw_json(&params)));
+        }
+    }
+
+    /// The latest published diagnostics, by document URI.
+    pub fn diagnostics(&self) -> Vec<(String, Box<RawValue>)> {
+        let live = self.live();
+        live.diagnostics
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
+
+    pub fn registrations(&self) -> Vec<Registration> {
+        self.live().registrations.clone()
+    }
+
+    /// Waits for the state to satisfy `f` (for tests and `--wait` callers).
+    pub async fn wait_for_state(&self, f: impl Fn(ServerState) -> bool) -> ServerState {
+        let mut rx = self.status.subscribe();
+        let reached = rx.wait_for(|s| f(s.state)).await.map(|s| s.state);
+        reached.unwrap_or_else(|_| self.status().state)
+    }
+}
+
+async fn cancelled(pending: &mut PendingRequest) -> Reply {
+    pending.cancel();
+    match tokio::time::timeout(CANCEL_GRACE, &mut *pending).await {
+        Ok(reply) => reply,
+        Err(_) => Reply::Closed,
+    }
+}
+
+fn meta_documents(documents: &[DocumentState]) -> Option<Box<RawValue>> {
+    if documents.is_empty() {
+        return None;
+    }
+    serde_json::value::to_raw_value(&json!({ "documents": documents })).ok()
+}
+
+fn file_path(uri: &str) -> Option<PathBuf> {
+    url::Url::parse(uri)
+        .ok()
+        .filter(|u| u.scheme() == "file")
+        .and_then(|u| u.to_file_path().ok())
+}
+
+fn with_stderr(message: String, tail: &str) -> String {
+    let tail = tail.trim();
+    if tail.is_empty() {
+        return message;
+    }
+    let start = tail.char_indices().rev().nth(1999).map_or(0, |(i, _)| i);
+    format!("{message}; stderr: {}", &tail[start..])
+}
+
+fn is_empty_settings(settings: &Value) -> bool {
+    settings.is_null() || settings.as_object().is_some_and(|o| o.is_empty())
+}
+
+pub(crate) fn raw_json(value: &Value) -> Box<RawValue> {
+    serde_json::value::to_raw_value(value).expect("BUG: a Value always serializes")
+}
+
+/// Answers the server's requests and takes its notifications.
+struct Handler {
+    server: Weak<Server>,
+}
+
+impl ServerMessages for Handler {
+    fn on_request(
+        &self,
+        method: &str,
+        params: Option<&RawValue>,
+    ) -> Result<Box<RawValue>, ErrorObject> {
+        let Some(server) = self.server.upgrade() else {
+            return Ok(raw_json(&Value::Null));
+        };
+        let params: Value = params
+            .and_then(|p| serde_json::from_str(p.get()).ok())
+            .unwrap_or(Value::Null);
+        let config = &server.spec.config;
+        let result = match method {
+            "workspace/configuration" => {
+                let items = params
+                    .get("items")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default();
+                Value::Array(
+                    items
+                        .iter()
+                        .map(|item| {
+                            config.settings_section(item.get("section").and_then(Value::as_str))
+                        })
+                        .collect(),
+                )
+            }
+            "workspace/workspaceFolders" => handshake::workspace_folders(&server.spec.root),
+            "client/registerCapability" => {
+                let regs = params
+                    .get("registrations")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default();
+                let mut live = server.live();
+                for reg in regs {
+                    let (Some(id), Some(method)) = (
+                        reg.get("id").and_then(Value::as_str),
+                        reg.get("method").and_then(Value::as_str),
+                    ) else {
+                        continue;
+                    };
+                    // Same id again replaces (rust-analyzer re-registers its watchers).
+                    live.registrations.retain(|r| r.id != id);
+                    live.registrations.push(Registration {
+                        id: id.to_string(),
+                        method: method.to_string(),
+                        register_options: reg.get("registerOptions").map(raw_json),
+                    });
+                }
+                Value::Null
+            }
+            "client/unregisterCapability" => {
+                // The spec's field is misspelled `unregisterations`; accept both.
+                let regs = params
+                    .get("unregisterations")
+                    .or_else(|| params.get("unregistrations"))
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default();
+                let mut live = server.live();
+                for reg in regs {
+                    if let Some(id) = reg.get("id").and_then(Value::as_str) {
+                        live.registrations.retain(|r| r.id != id);
+                    }
+                }
+                Value::Null
+            }
+            "window/workDoneProgress/create" | "window/showMessageRequest" => Value::Null,
+            "window/showDocument" => json!({ "success": false }),
+            "workspace/applyEdit" => json!({
+                "applied": false,
+                "failureReason": "acp-lsp does not apply server-initiated edits; the agent applies edits it asked for"
+            }),
+            m if m.ends_with("/refresh") => Value::Null,
+            _ => {
+                return Err(ErrorObject {
+                    code: crate::gate::error::METHOD_NOT_FOUND,
+                    message: format!("acp-lsp does not handle {method}"),
+                    data: None,
+                })
+            }
+        };
+        Ok(raw_json(&result))
+    }
+
+    fn on_notification(&self, method: &str, params: Option<&RawValue>) {
+        let Some(server) = self.server.upgrade() else {
+            return;
+        };
+        match method {
+            "$/progress" => {
+                let Some(params) = params.and_then(|p| serde_json::from_str::<Value>(p.get()).ok())
+                else {
+                    return;
+                };
+                let token = params
+                    .get("token")
+                    .map(Value::to_string)
+                    .unwrap_or_default();
+                let value = params.get("value").cloned().unwrap_or(Value::Null);
+                {
+                    let mut live = server.live();
+                    match value.get("kind").and_then(Value::as_str) {
+                        Some("begin") => {
+                            live.progress.insert(
+                                token,
+                                Progress {
+                                    title: value
+                                        .get("title")
+                                        .and_then(Value::as_str)
+                                        .unwrap_or_default()
+                                        .to_string(),
+                                    message: value
+                                        .get("message")
+                                        .and_then(Value::as_str)
+                                        .map(str::to_string),
+                                    percentage: value
+                                        .get("percentage")
+                                        .and_then(Value::as_u64)
+                                        .map(|p| p as u32),
+                                },
+                            );
+                        }
+                        Some("report") => {
+                            if let Some(progress) = live.progress.get_mut(&token) {
+                                if let Some(message) = value.get("message").and_then(Value::as_str)
+                                {
+                                    progress.message = Some(message.to_string());
+                                }
+                                if let Some(p) = value.get("percentage").and_then(Value::as_u64) {
+                                    progress.percentage = Some(p as u32);
+                                }
+                            }
+                        }
+                        Some("end") => {
+                            live.progress.remove(&token);
+                        }
+                        // Partial results also travel as $/progress; they say nothing of readiness.
+                        _ => return,
+                    }
+                }
+                server.update_readiness();
+            }
+            "experimental/serverStatus" => {
+                let quiescent = params
+                    .and_then(|p| serde_json::from_str::<Value>(p.get()).ok())
+                    .and_then(|v| v.get("quiescent").and_then(Value::as_bool));
+                server.live().quiescent = quiescent;
+                server.update_readiness();
+            }
+            "textDocument/publishDiagnostics" => {
+                let Some(params) = params else { return };
+                #[derive(serde::Deserialize)]
+                struct Uri {
+                    uri: String,
+                }
+                let Ok(Uri { uri }) = serde_json::from_str(params.get()) else {
+                    return;
+                };
+                let mut live = server.live();
+                if live
+                    .diagnostics
+                    .insert(uri.clone(), params.to_owned())
+                    .is_none()
+                {
+                    live.diagnostics_order.push_back(uri);
+                    while live.diagnostics_order.len() > MAX_DIAGNOSTIC_DOCUMENTS {
+                        if let Some(old) = live.diagnostics_order.pop_front() {
+                            live.diagnostics.remove(&old);
+                        }
+                    }
+                }
+            }
+            "window/logMessage" | "window/showMessage" => {
+                tracing::debug!(server = %server.spec.config.name, message = params.map(RawValue::get).unwrap_or(""), "{method}");
+            }
+            _ => {}
+        }
+    }
+}
