@@ -1,0 +1,865 @@
+//! Language-server child processes: own process group, sanitized env, stderr drained, bounded shutdown.
+//!
+//! A [`ServerProcess`] owns one language-server child. The child runs in its own
+//! process group (it is the group leader, so the group id equals its pid), which
+//! lets the proxy signal the server *and everything it forked* at once:
+//! typescript-language-server runs four processes, pyenv shims add a parent.
+//!
+//! * **Environment.** The child starts from the proxy's environment minus every
+//!   variable whose name contains `KEY`, `TOKEN`, `SECRET` or `PASSWORD` (any
+//!   case) unless it is listed in [`SpawnSpec::env_passthrough`]; then
+//!   [`SpawnSpec::env_extra`] is applied on top.
+//! * **stderr** is drained continuously by a task into a bounded [`StderrRing`]
+//!   (the last [`DEFAULT_STDERR_CAPACITY`] bytes) and forwarded line by line to
+//!   `tracing` under the target [`STDERR_TARGET`], truncated to
+//!   [`MAX_STDERR_LINE`] bytes and rate-limited to [`MAX_STDERR_LINES_PER_SEC`],
+//!   so a server flooding stderr (jedi-language-server does ~7 MB/s) never
+//!   blocks on a full pipe nor floods the logs.
+//! * **Parent death.** On Linux the child is spawned with
+//!   `PR_SET_PDEATHSIG = SIGKILL`, so a `kill -9` of the proxy still ends the
+//!   server. The signal fires when the *thread* that spawned the child exits:
+//!   call [`ServerProcess::spawn`] from an async task (tokio worker threads live
+//!   as long as the runtime) or from another long-lived thread, never from
+//!   `spawn_blocking`, whose threads are retired when idle.
+//! * **Shutdown.** After the caller has sent LSP `shutdown`/`exit` and closed
+//!   stdin, [`ServerProcess::terminate`] waits, then sends `SIGTERM` to the
+//!   group, waits again, then `SIGKILL`s the group. Whenever the leader is found
+//!   dead (by [`ServerProcess::wait`], [`ServerProcess::try_exit_status`] or
+//!   `terminate`) any process left in its group is `SIGKILL`ed, and dropping a
+//!   `ServerProcess` whose leader still runs `SIGKILL`s the whole group.
+//!
+//! Everything here needs a tokio runtime (the child is reaped by tokio and the
+//! stderr drain is a task).
+
+use std::collections::BTreeMap;
+use std::ffi::{OsStr, OsString};
+use std::io;
+use std::path::PathBuf;
+use std::process::{ExitStatus, Stdio};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use tokio::io::AsyncReadExt;
+use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
+use tokio::task::JoinHandle;
+
+/// How long [`ServerProcess::terminate`] callers should let a server exit on its
+/// own after `exit` and closing stdin.
+pub const EXIT_GRACE: Duration = Duration::from_secs(2);
+/// How long the group gets between `SIGTERM` and `SIGKILL`.
+pub const TERM_GRACE: Duration = Duration::from_secs(2);
+/// How long to wait for the kernel to report the leader dead after `SIGKILL`
+/// (a process stuck in uninterruptible sleep cannot be reaped sooner).
+pub const KILL_REAP_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long [`ServerProcess::wait`] lets the stderr drain reach end-of-file
+/// after the leader exited, so that [`ServerProcess::stderr_tail`] holds the
+/// server's last words.
+pub const STDERR_SETTLE: Duration = Duration::from_millis(250);
+/// Bytes of stderr kept per server by default.
+pub const DEFAULT_STDERR_CAPACITY: usize = 64 * 1024;
+/// `tracing` target under which server stderr lines are logged (at `DEBUG`).
+pub const STDERR_TARGET: &str = "acp_lsp::server_stderr";
+/// Longest stderr line forwarded to `tracing`; the rest of the line is dropped.
+pub const MAX_STDERR_LINE: usize = 1024;
+/// Most stderr lines forwarded to `tracing` per server per second; the others
+/// are counted and reported as suppressed.
+pub const MAX_STDERR_LINES_PER_SEC: u32 = 50;
+/// Read size of the stderr drain.
+const STDERR_READ_CHUNK: usize = 16 * 1024;
+/// Substrings (upper case) that mark an environment variable as a secret.
+const SECRET_NAME_PARTS: [&str; 4] = ["KEY", "TOKEN", "SECRET", "PASSWORD"];
+
+/// What to run, where, and with which environment.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SpawnSpec {
+    /// Program to run; a bare name is looked up in the (sanitized) `PATH`.
+    pub command: PathBuf,
+    pub args: Vec<String>,
+    /// Working directory; must exist.
+    pub cwd: PathBuf,
+    /// Variables set in the child after sanitizing (they win over inherited ones).
+    pub env_extra: BTreeMap<String, String>,
+    /// Names of secret-looking variables that are nevertheless inherited.
+    pub env_passthrough: Vec<String>,
+}
+
+impl SpawnSpec {
+    /// A spec with no arguments and no environment changes.
+    pub fn new(command: impl Into<PathBuf>, cwd: impl Into<PathBuf>) -> Self {
+        SpawnSpec {
+            command: command.into(),
+            cwd: cwd.into(),
+            ..SpawnSpec::default()
+        }
+    }
+}
+
+/// The server's protocol pipes.
+#[derive(Debug)]
+pub struct ServerIo {
+    pub stdin: ChildStdin,
+    pub stdout: ChildStdout,
+}
+
+/// Why a server could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum ProcessError {
+    /// The program (or the interpreter named in its `#!` line) does not exist.
+    #[error("language server command not found: {command} (or its interpreter)")]
+    NotFound { command: String },
+    #[error("failed to spawn language server {command}")]
+    Spawn {
+        command: String,
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// How [`ServerProcess::terminate`] ended the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Termination {
+    /// The server exited on its own within the grace period (or had already exited).
+    Exited(ExitStatus),
+    /// The server exited after `SIGTERM` to its process group.
+    Terminated(ExitStatus),
+    /// The group was sent `SIGKILL`; the status is `None` if the leader could
+    /// not be reaped within [`KILL_REAP_TIMEOUT`].
+    Killed(Option<ExitStatus>),
+}
+
+impl Termination {
+    /// The leader's exit status, if it was reaped.
+    pub fn exit_status(&self) -> Option<ExitStatus> {
+        match self {
+            Termination::Exited(status) | Termination::Terminated(status) => Some(*status),
+            Termination::Killed(status) => *status,
+        }
+    }
+}
+
+/// A bounded byte ring keeping the last `capacity` bytes pushed into it.
+#[derive(Debug, Clone)]
+pub struct StderrRing {
+    buf: Vec<u8>,
+    /// Index of the oldest byte.
+    start: usize,
+    len: usize,
+    total: u64,
+}
+
+impl StderrRing {
+    pub fn new(capacity: usize) -> Self {
+        StderrRing {
+            buf: vec![0; capacity],
+            start: 0,
+            len: 0,
+            total: 0,
+        }
+    }
+
+    /// Appends `data`, overwriting the oldest bytes once full.
+    pub fn push(&mut self, data: &[u8]) {
+        self.total = self.total.saturating_add(data.len() as u64);
+        let cap = self.buf.len();
+        if cap == 0 || data.is_empty() {
+            return;
+        }
+        if data.len() >= cap {
+            self.buf.copy_from_slice(&data[data.len() - cap..]);
+            self.start = 0;
+            self.len = cap;
+            return;
+        }
+        let end = (self.start + self.len) % cap;
+        let first = data.len().min(cap - end);
+        self.buf[end..end + first].copy_from_slice(&data[..first]);
+        let rest = data.len() - first;
+        self.buf[..rest].copy_from_slice(&data[first..]);
+        let new_len = self.len + data.len();
+        if new_len > cap {
+            self.start = (self.start + new_len - cap) % cap;
+            self.len = cap;
+        } else {
+            self.len = new_len;
+        }
+    }
+
+    /// The kept bytes, oldest first.
+    pub fn bytes(&self) -> Vec<u8> {
+        let cap = self.buf.len();
+        let mut out = Vec::with_capacity(self.len);
+        if self.len == 0 {
+            return out;
+        }
+        let first = self.len.min(cap - self.start);
+        out.extend_from_slice(&self.buf[self.start..self.start + first]);
+        out.extend_from_slice(&self.buf[..self.len - first]);
+        out
+    }
+
+    /// The kept bytes as text (lossy UTF-8). When older bytes were dropped, a
+    /// character cut in half at the start is skipped rather than shown as `�`.
+    pub fn snapshot(&self) -> String {
+        let bytes = self.bytes();
+        let mut from = 0;
+        if self.dropped_bytes() > 0 {
+            while from < bytes.len().min(3) && bytes[from] & 0xC0 == 0x80 {
+                from += 1;
+            }
+        }
+        String::from_utf8_lossy(&bytes[from..]).into_owned()
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Bytes currently kept.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Bytes ever pushed.
+    pub fn total_bytes(&self) -> u64 {
+        self.total
+    }
+
+    /// Bytes pushed but no longer kept.
+    pub fn dropped_bytes(&self) -> u64 {
+        self.total - self.len as u64
+    }
+}
+
+/// Whether an environment variable name looks like it holds a secret.
+pub fn is_secret_name(name: &OsStr) -> bool {
+    let upper = name.to_string_lossy().to_ascii_uppercase();
+    SECRET_NAME_PARTS.iter().any(|part| upper.contains(part))
+}
+
+/// The environment a server gets: `base` without secret-looking variables
+/// (except those in `env_passthrough`), then `env_extra` applied.
+pub fn sanitized_env<I>(base: I, spec: &SpawnSpec) -> Vec<(OsString, OsString)>
+where
+    I: IntoIterator<Item = (OsString, OsString)>,
+{
+    let mut env: BTreeMap<OsString, OsString> = base
+        .into_iter()
+        .filter(|(name, _)| {
+            !is_secret_name(name)
+                || spec
+                    .env_passthrough
+                    .iter()
+                    .any(|keep| OsStr::new(keep) == name)
+        })
+        .collect();
+    for (name, value) in &spec.env_extra {
+        env.insert(OsString::from(name), OsString::from(value));
+    }
+    env.into_iter().collect()
+}
+
+/// One running (or exited but not yet dropped) language server.
+#[derive(Debug)]
+pub struct ServerProcess {
+    name: Arc<str>,
+    child: Child,
+    /// Process group id, equal to the leader's pid.
+    pgid: libc::pid_t,
+    /// Set once the leader has been reaped; from then on its pid may be reused,
+    /// so the group is no longer signalled except by the one sweep in `on_reaped`.
+    status: Option<ExitStatus>,
+    ring: Arc<Mutex<StderrRing>>,
+    drain: Option<JoinHandle<()>>,
+}
+
+impl ServerProcess {
+    /// Starts `spec` as the server called `name` (used in logs), keeping the
+    /// last [`DEFAULT_STDERR_CAPACITY`] bytes of its stderr.
+    pub fn spawn(name: &str, spec: &SpawnSpec) -> Result<(ServerProcess, ServerIo), ProcessError> {
+        Self::spawn_with_stderr_capacity(name, spec, DEFAULT_STDERR_CAPACITY)
+    }
+
+    /// [`ServerProcess::spawn`] with a chosen stderr ring size.
+    pub fn spawn_with_stderr_capacity(
+        name: &str,
+        spec: &SpawnSpec,
+        stderr_capacity: usize,
+    ) -> Result<(ServerProcess, ServerIo), ProcessError> {
+        let command = spec.command.display().to_string();
+        let spawn_error = |source: io::Error| ProcessError::Spawn {
+            command: command.clone(),
+            source,
+        };
+        let runtime =
+            tokio::runtime::Handle::try_current().map_err(|e| spawn_error(io::Error::other(e)))?;
+        if !spec.cwd.is_dir() {
+            return Err(spawn_error(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!(
+                    "working directory {} is not a directory",
+                    spec.cwd.display()
+                ),
+            )));
+        }
+
+        let mut cmd = Command::new(&spec.command);
+        cmd.args(&spec.args)
+            .current_dir(&spec.cwd)
+            .env_clear()
+            .envs(sanitized_env(std::env::vars_os(), spec))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .process_group(0);
+        #[cfg(target_os = "linux")]
+        set_parent_death_signal(&mut cmd);
+
+        let mut child = cmd.spawn().map_err(|source| {
+            if source.kind() == io::ErrorKind::NotFound {
+                ProcessError::NotFound {
+                    command: command.clone(),
+                }
+            } else {
+                spawn_error(source)
+            }
+        })?;
+        let pid = child
+            .id()
+            .expect("BUG: a child that was just spawned has a pid");
+        let pgid = libc::pid_t::try_from(pid).expect("BUG: a pid fits in pid_t");
+        let stdin = child
+            .stdin
+            .take()
+            .expect("BUG: stdin is configured as piped");
+        let stdout = child
+            .stdout
+            .take()
+            .expect("BUG: stdout is configured as piped");
+        let stderr = child
+            .stderr
+            .take()
+            .expect("BUG: stderr is configured as piped");
+
+        let name: Arc<str> = Arc::from(name);
+        let ring = Arc::new(Mutex::new(StderrRing::new(stderr_capacity)));
+        let drain = runtime.spawn(drain_stderr(Arc::clone(&name), stderr, Arc::clone(&ring)));
+        tracing::debug!(server = %name, pid, command = %command, "spawned language server");
+
+        let process = ServerProcess {
+            name,
+            child,
+            pgid,
+            status: None,
+            ring,
+            drain: Some(drain),
+        };
+        Ok((process, ServerIo { stdin, stdout }))
+    }
+
+    /// The name given at spawn.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The leader's pid (also the process group id), until it has been reaped.
+    pub fn pid(&self) -> Option<u32> {
+        if self.status.is_some() {
+            return None;
+        }
+        self.child.id()
+    }
+
+    /// The last bytes the server wrote to stderr, as lossy UTF-8.
+    pub fn stderr_tail(&self) -> String {
+        self.ring
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .snapshot()
+    }
+
+    /// Total bytes the server has written to stderr so far.
+    pub fn stderr_total_bytes(&self) -> u64 {
+        self.ring
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .total_bytes()
+    }
+
+    /// Resolves when the leader exits (cancel-safe; returns the same status
+    /// again once exited). Kills what is left of its process group and gives
+    /// the stderr drain up to [`STDERR_SETTLE`] to catch up.
+    pub async fn wait(&mut self) -> io::Result<ExitStatus> {
+        let status = self.wait_reaped().await?;
+        self.settle_stderr().await;
+        Ok(status)
+    }
+
+    /// The exit status if the leader has exited, without waiting.
+    pub fn try_exit_status(&mut self) -> Option<ExitStatus> {
+        if let Some(status) = self.status {
+            return Some(status);
+        }
+        match self.child.try_wait() {
+            Ok(Some(status)) => {
+                self.on_reaped(status);
+                Some(status)
+            }
+            Ok(None) => None,
+            Err(error) => {
+                tracing::debug!(server = %self.name, %error, "try_wait failed");
+                None
+            }
+        }
+    }
+
+    /// Ends the server, after the caller has sent `shutdown`/`exit` and closed
+    /// stdin: waits up to `grace` (normally [`EXIT_GRACE`]) for it to exit,
+    /// then `SIGTERM`s its process group and waits [`TERM_GRACE`], then
+    /// `SIGKILL`s the group and reaps the leader.
+    pub async fn terminate(&mut self, grace: Duration) -> Termination {
+        self.terminate_with(grace, TERM_GRACE).await
+    }
+
+    /// [`ServerProcess::terminate`] with a chosen `SIGTERM` grace.
+    pub async fn terminate_with(&mut self, grace: Duration, term_grace: Duration) -> Termination {
+        let outcome = self.escalate(grace, term_grace).await;
+        self.settle_stderr().await;
+        tracing::debug!(server = %self.name, ?outcome, "language server ended");
+        outcome
+    }
+
+    async fn escalate(&mut self, grace: Duration, term_grace: Duration) -> Termination {
+        if let Ok(Ok(status)) = tokio::time::timeout(grace, self.wait_reaped()).await {
+            return Termination::Exited(status);
+        }
+        self.signal_group(libc::SIGTERM);
+        if let Ok(Ok(status)) = tokio::time::timeout(term_grace, self.wait_reaped()).await {
+            return Termination::Terminated(status);
+        }
+        self.signal_group(libc::SIGKILL);
+        match tokio::time::timeout(KILL_REAP_TIMEOUT, self.wait_reaped()).await {
+            Ok(Ok(status)) => Termination::Killed(Some(status)),
+            Ok(Err(error)) => {
+                tracing::warn!(server = %self.name, %error, "could not reap killed language server");
+                Termination::Killed(None)
+            }
+            Err(_) => {
+                tracing::warn!(server = %self.name, "killed language server did not die in time");
+                Termination::Killed(None)
+            }
+        }
+    }
+
+    /// `SIGKILL`s the whole process group now (no-op once the leader was reaped;
+    /// its group was swept then).
+    pub fn kill_group_now(&mut self) {
+        self.signal_group(libc::SIGKILL);
+    }
+
+    /// The leader's resident memory in bytes, from `/proc/<pid>/statm` (Linux only).
+    pub fn resident_memory_bytes(&self) -> Option<u64> {
+        resident_memory_of(self.pid()?)
+    }
+
+    async fn wait_reaped(&mut self) -> io::Result<ExitStatus> {
+        if let Some(status) = self.status {
+            return Ok(status);
+        }
+        let status = self.child.wait().await?;
+        self.on_reaped(status);
+        Ok(status)
+    }
+
+    /// The leader is gone: kill whatever it left in its group, once.
+    ///
+    /// The leader's pid can in principle be reused once it is reaped, but a
+    /// process group id stays reserved while any member lives: if stragglers
+    /// exist the signal reaches exactly them; if none do, hitting a stranger
+    /// would need the pid to be recycled *and* made a group leader in the
+    /// microseconds since the reap.
+    fn on_reaped(&mut self, status: ExitStatus) {
+        self.status = Some(status);
+        tracing::debug!(server = %self.name, %status, "language server exited");
+        send_group_signal(self.pgid, libc::SIGKILL);
+    }
+
+    /// Signals the group while its leader is unreaped (so the id is still ours).
+    fn signal_group(&mut self, signal: libc::c_int) {
+        if self.status.is_none() {
+            send_group_signal(self.pgid, signal);
+        }
+    }
+
+    async fn settle_stderr(&mut self) {
+        if let Some(drain) = self.drain.as_mut() {
+            if tokio::time::timeout(STDERR_SETTLE, drain).await.is_ok() {
+                self.drain = None;
+            }
+        }
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        // Kills grandchildren too; tokio's kill_on_drop then reaps the leader.
+        self.signal_group(libc::SIGKILL);
+        if let Some(drain) = self.drain.take() {
+            drain.abort();
+        }
+    }
+}
+
+/// Resident memory of process `pid`, from `/proc/<pid>/statm` (Linux only).
+pub fn resident_memory_of(pid: u32) -> Option<u64> {
+    #[cfg(target_os = "linux")]
+    {
+        let statm = std::fs::read_to_string(format!("/proc/{pid}/statm")).ok()?;
+        let pages: u64 = statm.split_ascii_whitespace().nth(1)?.parse().ok()?;
+        // SAFETY: sysconf has no preconditions and touches no memory of ours.
+        let page_size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        let page_size = u64::try_from(page_size).ok().filter(|size| *size > 0)?;
+        Some(pages.saturating_mul(page_size))
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = pid;
+        None
+    }
+}
+
+fn send_group_signal(pgid: libc::pid_t, signal: libc::c_int) {
+    // SAFETY: killpg only sends a signal; it has no memory-safety preconditions.
+    let rc = unsafe { libc::killpg(pgid, signal) };
+    if rc != 0 {
+        let error = io::Error::last_os_error();
+        if error.raw_os_error() != Some(libc::ESRCH) {
+            tracing::debug!(pgid, signal, %error, "killpg failed");
+        }
+    }
+}
+
+/// Arranges for the child to get `SIGKILL` when the spawning thread dies.
+#[cfg(target_os = "linux")]
+fn set_parent_death_signal(cmd: &mut Command) {
+    let parent = std::process::id();
+    // SAFETY: the closure runs in the forked child before exec, where only
+    // async-signal-safe functions may be called. It calls prctl and getppid
+    // (both async-signal-safe system calls), reads errno, and builds io::Errors
+    // from raw OS codes, which does not allocate. It captures only a u32.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(
+                libc::PR_SET_PDEATHSIG,
+                libc::SIGKILL as libc::c_ulong,
+                0,
+                0,
+                0,
+            ) == -1
+            {
+                return Err(io::Error::last_os_error());
+            }
+            // The parent may have died between fork and prctl, in which case the
+            // death signal will never come: give up instead of running orphaned.
+            if u32::try_from(libc::getppid()).ok() != Some(parent) {
+                return Err(io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Reads the server's stderr until end-of-file into `ring`, forwarding lines to `tracing`.
+async fn drain_stderr(name: Arc<str>, mut stderr: ChildStderr, ring: Arc<Mutex<StderrRing>>) {
+    let mut buf = vec![0u8; STDERR_READ_CHUNK];
+    let mut lines = LineForwarder::new(Arc::clone(&name));
+    loop {
+        match stderr.read(&mut buf).await {
+            Ok(0) => break,
+            Ok(n) => {
+                let chunk = &buf[..n];
+                ring.lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push(chunk);
+                lines.feed(chunk);
+            }
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
+            Err(error) => {
+                tracing::debug!(server = %name, %error, "reading language server stderr failed");
+                break;
+            }
+        }
+    }
+    lines.finish();
+}
+
+/// Splits stderr into lines for `tracing`, truncating long lines and limiting the rate.
+struct LineForwarder {
+    name: Arc<str>,
+    line: Vec<u8>,
+    /// Bytes of the current line dropped for exceeding [`MAX_STDERR_LINE`].
+    cut: usize,
+    window_start: Instant,
+    emitted: u32,
+    suppressed: u64,
+}
+
+impl LineForwarder {
+    fn new(name: Arc<str>) -> Self {
+        LineForwarder {
+            name,
+            line: Vec::new(),
+            cut: 0,
+            window_start: Instant::now(),
+            emitted: 0,
+            suppressed: 0,
+        }
+    }
+
+    fn feed(&mut self, chunk: &[u8]) {
+        if !tracing::enabled!(target: STDERR_TARGET, tracing::Level::DEBUG) {
+            self.line.clear();
+            self.cut = 0;
+            return;
+        }
+        for piece in chunk.split_inclusive(|b| *b == b'\n') {
+            let (content, complete) = match piece.strip_suffix(b"\n") {
+                Some(content) => (content, true),
+                None => (piece, false),
+            };
+            let room = MAX_STDERR_LINE.saturating_sub(self.line.len());
+            let keep = content.len().min(room);
+            self.line.extend_from_slice(&content[..keep]);
+            self.cut += content.len() - keep;
+            if complete {
+                self.emit();
+            }
+        }
+    }
+
+    fn finish(&mut self) {
+        if !self.line.is_empty() || self.cut > 0 {
+            self.emit();
+        }
+        self.report_suppressed();
+    }
+
+    fn emit(&mut self) {
+        let now = Instant::now();
+        if now.duration_since(self.window_start) >= Duration::from_secs(1) {
+            self.report_suppressed();
+            self.window_start = now;
+            self.emitted = 0;
+        }
+        if self.emitted < MAX_STDERR_LINES_PER_SEC {
+            self.emitted += 1;
+            let text = self.line.strip_suffix(b"\r").unwrap_or(&self.line);
+            let text = String::from_utf8_lossy(text);
+            if self.cut > 0 {
+                tracing::debug!(target: STDERR_TARGET, server = %self.name, truncated_bytes = self.cut, "{text}");
+            } else {
+                tracing::debug!(target: STDERR_TARGET, server = %self.name, "{text}");
+            }
+        } else {
+            self.suppressed += 1;
+        }
+        self.line.clear();
+        self.cut = 0;
+    }
+
+    fn report_suppressed(&mut self) {
+        if self.suppressed > 0 {
+            tracing::debug!(
+                target: STDERR_TARGET,
+                server = %self.name,
+                suppressed = self.suppressed,
+                "stderr lines suppressed (rate limit)"
+            );
+            self.suppressed = 0;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ring_keeps_everything_below_capacity() {
+        let mut ring = StderrRing::new(8);
+        ring.push(b"abc");
+        ring.push(b"de");
+        assert_eq!(ring.bytes(), b"abcde");
+        assert_eq!(ring.len(), 5);
+        assert_eq!(ring.dropped_bytes(), 0);
+        assert_eq!(ring.snapshot(), "abcde");
+    }
+
+    #[test]
+    fn ring_wraps_around_keeping_the_last_bytes() {
+        let mut ring = StderrRing::new(8);
+        ring.push(b"abcdef");
+        ring.push(b"ghij");
+        assert_eq!(ring.bytes(), b"cdefghij");
+        ring.push(b"k");
+        assert_eq!(ring.bytes(), b"defghijk");
+        ring.push(b"lmnopq");
+        assert_eq!(ring.bytes(), b"jklmnopq");
+        assert_eq!(ring.len(), 8);
+        assert_eq!(ring.total_bytes(), 17);
+        assert_eq!(ring.dropped_bytes(), 9);
+    }
+
+    #[test]
+    fn ring_push_larger_than_capacity_keeps_its_tail() {
+        let mut ring = StderrRing::new(4);
+        ring.push(b"xy");
+        ring.push(b"0123456789");
+        assert_eq!(ring.bytes(), b"6789");
+        ring.push(b"ab");
+        assert_eq!(ring.snapshot(), "89ab");
+    }
+
+    #[test]
+    fn ring_matches_a_naive_model_over_many_pushes() {
+        let mut ring = StderrRing::new(13);
+        let mut model: Vec<u8> = Vec::new();
+        for i in 0..200u32 {
+            let chunk: Vec<u8> = (0..(i * 7 % 17)).map(|j| (i + j) as u8).collect();
+            ring.push(&chunk);
+            model.extend_from_slice(&chunk);
+            let keep = model.len().min(13);
+            assert_eq!(ring.bytes(), &model[model.len() - keep..], "after push {i}");
+        }
+    }
+
+    #[test]
+    fn ring_of_zero_capacity_only_counts() {
+        let mut ring = StderrRing::new(0);
+        ring.push(b"abc");
+        assert!(ring.is_empty());
+        assert_eq!(ring.total_bytes(), 3);
+        assert_eq!(ring.snapshot(), "");
+    }
+
+    #[test]
+    fn ring_snapshot_skips_a_character_cut_at_the_start() {
+        let mut ring = StderrRing::new(4);
+        ring.push("aé€".as_bytes()); // 61 c3 a9 e2 82 ac
+        assert_eq!(ring.bytes(), [0xa9, 0xe2, 0x82, 0xac]);
+        assert_eq!(ring.snapshot(), "€");
+    }
+
+    /// A `tracing` writer collecting output in memory.
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    impl io::Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
+        type Writer = Captured;
+        fn make_writer(&'a self) -> Captured {
+            self.clone()
+        }
+    }
+
+    #[test]
+    fn stderr_lines_are_split_truncated_and_rate_limited() {
+        let captured = Captured::default();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::DEBUG)
+            .with_ansi(false)
+            .with_writer(captured.clone())
+            .finish();
+        tracing::subscriber::with_default(subscriber, || {
+            let mut lines = LineForwarder::new(Arc::from("srv"));
+            lines.feed(b"hello\r\nwor");
+            lines.feed(b"ld\n");
+            lines.feed(&[b'x'; MAX_STDERR_LINE + 100]);
+            lines.feed(b"yyy\n");
+            for _ in 0..200 {
+                lines.feed(b"spam\n");
+            }
+            lines.feed(b"unterminated");
+            lines.finish();
+        });
+        let out = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+        let lines: Vec<&str> = out.lines().collect();
+        assert!(lines[0].ends_with(": hello server=srv"), "{}", lines[0]);
+        assert!(lines[1].ends_with(": world server=srv"), "{}", lines[1]);
+        assert!(lines[2].contains("truncated_bytes=103"), "{}", lines[2]);
+        assert!(lines[2].contains(&"x".repeat(MAX_STDERR_LINE)));
+        assert!(!lines[2].contains(&"x".repeat(MAX_STDERR_LINE + 1)));
+        let spam = lines
+            .iter()
+            .filter(|l| l.ends_with(": spam server=srv"))
+            .count();
+        assert_eq!(spam, MAX_STDERR_LINES_PER_SEC as usize - 3);
+        let suppressed = 200 - spam + 1; // plus the unterminated last line
+        let last = lines.last().copied().unwrap_or_default();
+        assert!(last.contains(&format!("suppressed={suppressed}")), "{last}");
+        assert_eq!(lines.len(), 3 + spam + 1);
+    }
+
+    #[test]
+    fn secret_names_are_recognised_in_any_case() {
+        for name in [
+            "MY_API_KEY",
+            "GITHUB_TOKEN",
+            "aws_secret_access_key",
+            "DbPassword",
+            "keyring",
+        ] {
+            assert!(is_secret_name(OsStr::new(name)), "{name}");
+        }
+        for name in ["PATH", "HOME", "RUSTUP_HOME", "LANG"] {
+            assert!(!is_secret_name(OsStr::new(name)), "{name}");
+        }
+    }
+
+    #[test]
+    fn sanitized_env_drops_secrets_keeps_passthrough_and_applies_extras() {
+        let base = [
+            ("PATH", "/bin"),
+            ("MY_API_KEY", "s1"),
+            ("GITHUB_TOKEN", "s2"),
+            ("NPM_TOKEN", "s3"),
+            ("HOME", "/home/u"),
+        ]
+        .map(|(k, v)| (OsString::from(k), OsString::from(v)));
+        let mut spec = SpawnSpec::new("x", "/");
+        spec.env_passthrough = vec!["NPM_TOKEN".into()];
+        spec.env_extra.insert("HOME".into(), "/tmp/h".into());
+        spec.env_extra.insert("RA_LOG".into(), "info".into());
+        let env: BTreeMap<String, String> = sanitized_env(base, &spec)
+            .into_iter()
+            .map(|(k, v)| {
+                (
+                    k.to_string_lossy().into_owned(),
+                    v.to_string_lossy().into_owned(),
+                )
+            })
+            .collect();
+        let expected: BTreeMap<String, String> = [
+            ("HOME", "/tmp/h"),
+            ("NPM_TOKEN", "s3"),
+            ("PATH", "/bin"),
+            ("RA_LOG", "info"),
+        ]
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .into();
+        assert_eq!(env, expected);
+    }
+}
