@@ -136,7 +136,13 @@ where
         let relay = Arc::clone(&relay);
         tokio::spawn(async move {
             relay.pump(editor_in, max_line, Side::Editor).await;
+            // Tell the caller first: closing below waits for queue room, and
+            // an agent that stopped reading must not delay the caller's grace period.
             editor_eof();
+            // Other senders of `to_agent` (the relay itself, in-flight
+            // answers) outlive the editor, so dropping ours would not end the
+            // agent's input; an explicit close after the forwarded lines does.
+            let _ = relay.to_agent.send(Outgoing::Close).await;
         })
     };
     let end = relay.pump(agent_out, max_line, Side::Agent).await;

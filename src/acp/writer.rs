@@ -24,6 +24,10 @@ pub enum Outgoing {
         last: bool,
         terminated: bool,
     },
+    /// Ends the output after everything queued before it, while other
+    /// senders may still be alive (the editor left: the agent must see end of
+    /// input to exit). Anything queued later is dropped.
+    Close,
 }
 
 impl Outgoing {
@@ -74,6 +78,12 @@ pub async fn write_lines<W: AsyncWrite + Unpin>(
                             write_line(&mut out, &line, true, &recorder).await?;
                         }
                     }
+                }
+                Outgoing::Close => {
+                    // Lines deferred behind an unfinished streamed line stay
+                    // unwritten: appending them would corrupt that line.
+                    out.flush().await?;
+                    return out.shutdown().await;
                 }
             }
             next = rx.try_recv().ok();
