@@ -1093,7 +1093,7 @@ fn builtin_servers() -> Vec<ServerConfig> {
         &[("c", "c")],
     );
 
-    let typescript = with_ids(
+    let mut typescript = with_ids(
         ServerConfig::new(
             "typescript-language-server",
             "typescript-language-server",
@@ -1118,6 +1118,10 @@ fn builtin_servers() -> Vec<ServerConfig> {
             ("jsx", "javascriptreact"),
         ],
     );
+    // By default typescript-language-server also runs a syntax-only tsserver that answers
+    // while the project loads: a definition right after the first didOpen then lands on the
+    // import, not the declaration. The semantic server alone waits until it can answer right.
+    typescript.initialization_options = Some(json!({ "tsserver": { "useSyntaxServer": "never" } }));
 
     let json_server = with_ids(
         ServerConfig::new(

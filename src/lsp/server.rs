@@ -28,6 +28,10 @@ pub const INITIALIZE_TIMEOUT: Duration = Duration::from_secs(60);
 pub const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long a request that arrives during the handshake or a restart waits.
 pub const STARTUP_WAIT: Duration = Duration::from_secs(20);
+/// After a connection's first didOpen, how long a request with `waitUntilReady`
+/// waits for the server to start reporting work (clangd's background index
+/// begins within tens of milliseconds).
+pub const FIRST_OPEN_SETTLE: Duration = Duration::from_millis(500);
 /// After `$/cancelRequest`, how long the server's own answer is awaited.
 pub const CANCEL_GRACE: Duration = Duration::from_secs(2);
 /// Pause before each restart, by number of recent crashes.
@@ -470,6 +474,7 @@ impl Server {
                 .unwrap_or_default(),
             None => Vec::new(),
         };
+        let first_open = self.docs().is_empty();
         let mut skipped = HashMap::new();
         for uri in &named {
             if let Some(path) = file_path(uri) {
@@ -477,6 +482,9 @@ impl Server {
                     skipped.insert(uri.clone(), reason);
                 }
             }
+        }
+        if let Some(wait) = wait_until_ready.filter(|_| first_open && !self.docs().is_empty()) {
+            self.settle_after_first_open(wait).await;
         }
         let documents: Vec<DocumentState> = {
             let docs = self.docs();
@@ -503,6 +511,29 @@ impl Server {
             Reply::TooLarge { declared } => Err(GateError::ResponseTooLarge { declared }),
             Reply::Closed if cancel.is_cancelled() => Err(GateError::Cancelled),
             Reply::Closed => Err(GateError::ServerExited { server_id: id }),
+        }
+    }
+
+    /// clangd starts its background index only once a first document is open,
+    /// and answers meanwhile from the open files alone (a definition in another
+    /// file lands on the header's declaration). So after a connection's first
+    /// didOpen, a caller that waits for readiness gives the server
+    /// [`FIRST_OPEN_SETTLE`] to report work, then waits for it to finish.
+    async fn settle_after_first_open(&self, wait: Duration) {
+        let mut rx = self.status.subscribe();
+        let busy = tokio::time::timeout(
+            FIRST_OPEN_SETTLE,
+            rx.wait_for(|s| s.state != ServerState::Ready),
+        )
+        .await
+        .is_ok();
+        if busy {
+            // Whatever state it ends in, the request goes on and reports it.
+            let _ = tokio::time::timeout(
+                wait,
+                rx.wait_for(|s| !matches!(s.state, ServerState::Indexing)),
+            )
+            .await;
         }
     }
 

@@ -1,0 +1,1 @@
+"""Fixture package for tests/real_servers.rs."""
