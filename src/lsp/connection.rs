@@ -112,10 +112,22 @@ impl Connection {
     pub fn request(self: &Arc<Self>, method: &str, params: Option<&RawValue>) -> PendingRequest {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
-        self.pending
-            .lock()
-            .expect("BUG: pending table lock poisoned")
-            .insert(id, tx);
+        {
+            let mut pending = self
+                .pending
+                .lock()
+                .expect("BUG: pending table lock poisoned");
+            // Once the reader has ended nothing would ever answer: a request
+            // entered now would wait for its deadline. The reader marks the
+            // connection closed before clearing the table under this lock, so
+            // a request either sees `closed` here or is cleared by the reader.
+            // Dropping `tx` resolves the request at once with `Closed`.
+            if self.closed.is_cancelled() {
+                drop(tx);
+            } else {
+                pending.insert(id, tx);
+            }
+        }
         let sent = self
             .writer
             .send(jsonrpc::encode_request(
@@ -292,12 +304,14 @@ async fn read_frames<R: AsyncRead + Unpin>(
             }
         }
     }
+    // Closed first, then cleared: `Connection::request` checks `closed` under
+    // the table lock, so no request can slip in after the clear and wait forever.
+    closed.cancel();
     // Dropping the waiting senders answers every caller with `Closed`.
     pending
         .lock()
         .expect("BUG: pending table lock poisoned")
         .clear();
-    closed.cancel();
 }
 
 fn complete(pending: &Pending, id: u64, reply: Reply) {

@@ -20,7 +20,10 @@
 //!   server. The signal fires when the *thread* that spawned the child exits:
 //!   call [`ServerProcess::spawn`] from an async task (tokio worker threads live
 //!   as long as the runtime) or from another long-lived thread, never from
-//!   `spawn_blocking`, whose threads are retired when idle.
+//!   `spawn_blocking`, whose threads are retired when idle. What a server
+//!   forked into its group is then ended by the orphan guardian (see
+//!   `mod guardian`), a `sh` child that `SIGKILL`s the groups still listed
+//!   when this process's end closes its stdin.
 //! * **Shutdown.** After the caller has sent LSP `shutdown`/`exit` and closed
 //!   stdin, [`ServerProcess::terminate`] waits, then sends `SIGTERM` to the
 //!   group, waits again, then `SIGKILL`s the group. Whenever the leader is found
@@ -349,6 +352,7 @@ impl ServerProcess {
         let ring = Arc::new(Mutex::new(StderrRing::new(stderr_capacity)));
         let drain = runtime.spawn(drain_stderr(Arc::clone(&name), stderr, Arc::clone(&ring)));
         tracing::debug!(server = %name, pid, command = %command, "spawned language server");
+        guardian::watch(pgid);
 
         let process = ServerProcess {
             name,
@@ -486,6 +490,7 @@ impl ServerProcess {
         self.status = Some(status);
         tracing::debug!(server = %self.name, %status, "language server exited");
         send_group_signal(self.pgid, libc::SIGKILL);
+        guardian::unwatch(self.pgid);
     }
 
     /// Signals the group while its leader is unreaped (so the id is still ours).
@@ -508,9 +513,101 @@ impl Drop for ServerProcess {
     fn drop(&mut self) {
         // Kills grandchildren too; tokio's kill_on_drop then reaps the leader.
         self.signal_group(libc::SIGKILL);
+        if self.status.is_none() {
+            guardian::unwatch(self.pgid);
+        }
         if let Some(drain) = self.drain.take() {
             drain.abort();
         }
+    }
+}
+
+/// The last line of defence against orphans when this process dies without
+/// cleaning up (`kill -9`, a crash): the parent-death signal ends each server
+/// leader, but nothing would end the helpers a server forked into its group
+/// (a grandchild with no pipe to its dead parent lives on forever).
+///
+/// One `sh` child per process, in its own process group so that our signals
+/// never reach it, reads `+PGID` / `-PGID` lines on its stdin. When its stdin
+/// ends (this process is gone, however it ended: the write end is ours alone,
+/// opened close-on-exec) it `SIGKILL`s every group still listed. A group leaves
+/// the list as soon as its leader is reaped (after the sweep in `on_reaped`) or
+/// its `ServerProcess` is dropped, so a group id is only ever signalled while it
+/// is still ours. Without `/bin/sh` the guardian is skipped (logged).
+mod guardian {
+    use std::io::Write;
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    use std::process::{ChildStdin, Command, Stdio};
+    use std::sync::{Mutex, OnceLock, PoisonError};
+
+    const SCRIPT: &str = r#"trap '' HUP INT
+groups=' '
+while IFS= read -r line; do
+  case "$line" in
+    +*) groups="$groups${line#+} " ;;
+    -*) kept=' '
+        for g in $groups; do [ "$g" = "${line#-}" ] || kept="$kept$g "; done
+        groups=$kept ;;
+  esac
+done
+for g in $groups; do kill -s KILL -- "-$g" 2>/dev/null; done
+"#;
+
+    static GUARDIAN: OnceLock<Mutex<Option<ChildStdin>>> = OnceLock::new();
+
+    pub(super) fn watch(pgid: libc::pid_t) {
+        send(&format!("+{pgid}\n"));
+    }
+
+    pub(super) fn unwatch(pgid: libc::pid_t) {
+        send(&format!("-{pgid}\n"));
+    }
+
+    fn send(line: &str) {
+        let guardian = GUARDIAN.get_or_init(|| Mutex::new(spawn()));
+        let mut stdin = guardian.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(pipe) = stdin.as_mut() else { return };
+        // Non-blocking (set at spawn): a stuck guardian must not stall us.
+        if let Err(error) = pipe.write_all(line.as_bytes()) {
+            tracing::warn!(%error, "the orphan guardian stopped listening; helpers of servers may outlive a killed proxy");
+            *stdin = None;
+        }
+    }
+
+    fn spawn() -> Option<ChildStdin> {
+        let spawned = Command::new("/bin/sh")
+            .arg("-c")
+            .arg(SCRIPT)
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .current_dir("/")
+            .stdin(Stdio::piped())
+            // Never the protocol pipes: the editor must see our stdout close.
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn();
+        // The child is never waited for: it ends only when we do. Dropping
+        // the handle neither kills nor waits.
+        let stdin = match spawned {
+            Ok(mut child) => child.stdin.take(),
+            Err(error) => {
+                tracing::warn!(%error, "cannot start the orphan guardian (/bin/sh); helpers of servers may outlive a killed proxy");
+                None
+            }
+        }?;
+        // SAFETY: fcntl on a pipe descriptor we own changes only its flags.
+        let nonblocking = unsafe {
+            let fd = stdin.as_raw_fd();
+            let flags = libc::fcntl(fd, libc::F_GETFL);
+            flags != -1 && libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) != -1
+        };
+        if !nonblocking {
+            tracing::warn!("cannot make the orphan guardian's pipe non-blocking; not using it");
+            return None;
+        }
+        Some(stdin)
     }
 }
 

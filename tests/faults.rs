@@ -1,0 +1,982 @@
+//! Fault tests of the server supervisor, the registry and the gate against the
+//! scriptable `acp-lsp-fake-server`: crashes, crash loops, hangs, shutdown
+//! that is ignored, forked helpers, stderr floods, garbage and huge output,
+//! server-initiated requests and cancellation, plus one test that `kill -9`s
+//! the real `acp-lsp proxy` binary and checks that its servers go with it.
+//!
+//! Every test ends with `Registry::shutdown` and checks that no process it saw
+//! is left alive.
+#![cfg(target_os = "linux")]
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use acp_lsp::gate::{Gate, GateConfig, GateMethod, ServerState};
+use acp_lsp::jsonrpc::{ErrorObject, Limits, RequestId};
+use acp_lsp::lsp::config::{Config, ServerConfig};
+use acp_lsp::lsp::connection::{Connection, Reply, ServerMessages};
+use acp_lsp::lsp::registry::{Registry, RegistryOptions};
+use acp_lsp::lsp::server::{Server, MAX_CRASHES, STARTUP_WAIT};
+use serde_json::value::RawValue;
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+/// Longest wait for a server to reach a lifecycle state (a crash loop takes
+/// 0 + 0.5 + 1 + 2 s of backoff before it fails).
+const STATE_TIMEOUT: Duration = Duration::from_secs(30);
+/// Longest wait for one gate call; every call is bounded by the gate itself,
+/// this only keeps a broken build from hanging the suite.
+const CALL_TIMEOUT: Duration = Duration::from_secs(60);
+/// Longest `Registry::shutdown` (shutdown, exit, 2 s grace, SIGTERM, 2 s, SIGKILL).
+const SHUTDOWN_LIMIT: Duration = Duration::from_secs(15);
+/// Longest wait for killed processes to disappear from /proc, or for a file to appear.
+const GONE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Pause between two looks at /proc or at a file while polling.
+const POLL_INTERVAL: Duration = Duration::from_millis(10);
+/// "Promptly": far below any request deadline used here.
+const PROMPT: Duration = Duration::from_secs(5);
+/// A request deadline long enough never to fire in a test that expects an answer.
+const LONG_REQUEST_TIMEOUT_MS: u64 = 25_000;
+/// JSON-RPC internal error, used for every server-side failure.
+const INTERNAL_ERROR: i64 = -32603;
+/// ACP/LSP request cancelled.
+const REQUEST_CANCELLED: i64 = -32800;
+/// JSON-RPC invalid params (not ready, still starting).
+const INVALID_PARAMS: i64 = -32602;
+/// The proxy's frame limit (32 MiB).
+const FRAME_LIMIT: usize = acp_lsp::jsonrpc::limits::DEFAULT_MAX_LSP_FRAME;
+
+const SESSION: &str = "s";
+const LSP_METHOD: &str = "textDocument/hover";
+
+fn fake_server() -> &'static str {
+    env!("CARGO_BIN_EXE_acp-lsp-fake-server")
+}
+
+// ---------------------------------------------------------------- /proc
+
+/// Whether `pid` is a live process (a zombie counts as dead).
+fn process_alive(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    let state = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.trim_start().chars().next());
+    !matches!(state, Some('Z' | 'X') | None)
+}
+
+/// Process group of `pid`, from /proc.
+fn process_group(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    rest.split_ascii_whitespace().nth(2)?.parse().ok()
+}
+
+/// Live processes (other than zombies) in process group `pgid`.
+fn group_members(pgid: u32) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| process_group(*pid) == Some(pgid) && process_alive(*pid))
+        .collect()
+}
+
+/// Live processes whose environment holds `NAME=value` exactly: every
+/// instance of one test's fake server (each test logs to its own file).
+fn processes_with_env(name: &str, value: &str) -> Vec<u32> {
+    let wanted = format!("{name}={value}").into_bytes();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ"))
+                .is_ok_and(|env| env.split(|b| *b == 0).any(|var| var == wanted.as_slice()))
+        })
+        .filter(|pid| process_alive(*pid))
+        .collect()
+}
+
+/// Polls /proc until none of `pids` is alive or [`GONE_TIMEOUT`] passes; returns the survivors.
+async fn wait_until_gone(pids: &[u32]) -> Vec<u32> {
+    let deadline = Instant::now() + GONE_TIMEOUT;
+    loop {
+        let alive: Vec<u32> = pids.iter().copied().filter(|p| process_alive(*p)).collect();
+        if alive.is_empty() || Instant::now() >= deadline {
+            return alive;
+        }
+        tokio::time::sleep(POLL_INTERVAL).await;
+    }
+}
+
+/// Polls until `read` yields something, or panics after [`GONE_TIMEOUT`].
+async fn poll_for<T>(what: &str, mut read: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + GONE_TIMEOUT;
+    loop {
+        if let Some(found) = read() {
+            return found;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(POLL_INTERVAL).await;
+    }
+}
+
+fn read_pid_file(path: &Path) -> Option<u32> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+/// The messages the fake server logged (one JSON value a line).
+fn read_log(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .collect()
+}
+
+// ---------------------------------------------------------------- harness
+
+/// A workspace with one fake server behind a registry and a gate.
+struct Fake {
+    dir: tempfile::TempDir,
+    root: PathBuf,
+    log: PathBuf,
+    registry: Arc<Registry>,
+    gate: Arc<Gate<Registry>>,
+    server_id: String,
+    next_id: AtomicU64,
+    /// Every process this test saw; all must be gone after shutdown.
+    pids: Mutex<Vec<u32>>,
+}
+
+impl Fake {
+    /// Starts a session over a fresh workspace whose one server is the fake in
+    /// `mode`; `tweak` adjusts the server's configuration.
+    async fn start(mode: &str, tweak: impl FnOnce(&mut ServerConfig, &Path)) -> Fake {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let root = dir.path().join("ws");
+        std::fs::create_dir(&root).expect("create workspace");
+        let root = root.canonicalize().expect("canonical workspace");
+        std::fs::write(root.join("fake.toml"), "").expect("write marker");
+        std::fs::write(root.join("a.fake"), "hello fake\n").expect("write document");
+        let log = dir.path().join("fake.log");
+
+        let mut server = ServerConfig::new(
+            "fake",
+            fake_server(),
+            &[],
+            &["fake"],
+            &["fake"],
+            &["fake.toml"],
+        );
+        server.env.insert("FAKE_LSP_MODE".into(), mode.into());
+        server
+            .env
+            .insert("FAKE_LSP_LOG".into(), log.display().to_string());
+        server.request_timeout_ms = LONG_REQUEST_TIMEOUT_MS;
+        tweak(&mut server, dir.path());
+        // No built-in server: only the fake may start.
+        let config = Config {
+            servers: vec![server],
+            ..Config::builtin()
+        };
+        let registry = Registry::new(config, RegistryOptions::default());
+        let gate = Gate::new(Arc::clone(&registry), GateConfig::default());
+        gate.open_session(SESSION, vec![root.clone()]);
+        let mut fake = Fake {
+            dir,
+            root,
+            log,
+            registry,
+            gate,
+            server_id: String::new(),
+            next_id: AtomicU64::new(1),
+            pids: Mutex::new(Vec::new()),
+        };
+        let servers = fake.servers().await;
+        assert_eq!(servers.len(), 1, "exactly the fake server: {servers:?}");
+        assert_eq!(servers[0]["name"], "fake");
+        assert_eq!(servers[0]["root"], fake.root.display().to_string());
+        fake.server_id = servers[0]["serverId"]
+            .as_str()
+            .expect("serverId is a string")
+            .to_string();
+        fake
+    }
+
+    fn server(&self) -> Arc<Server> {
+        self.registry
+            .server(&self.server_id)
+            .expect("the registry knows the server")
+    }
+
+    fn next_request_id(&self) -> RequestId {
+        RequestId::from_u64(self.next_id.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// One gate call, decoded.
+    async fn call(&self, id: RequestId, method: GateMethod, params: Value) -> Value {
+        let raw = serde_json::value::to_raw_value(&params).expect("params serialize");
+        let bytes = tokio::time::timeout(CALL_TIMEOUT, self.gate.call(id, method, Some(raw)))
+            .await
+            .expect("the gate answers within CALL_TIMEOUT");
+        serde_json::from_slice(&bytes).expect("the gate writes JSON")
+    }
+
+    /// `lsp/servers` → the `servers` array.
+    async fn servers(&self) -> Vec<Value> {
+        let response = self
+            .call(
+                self.next_request_id(),
+                GateMethod::Servers,
+                json!({"sessionId": SESSION}),
+            )
+            .await;
+        response["result"]["servers"]
+            .as_array()
+            .unwrap_or_else(|| panic!("lsp/servers failed: {response}"))
+            .clone()
+    }
+
+    /// Our server's `lsp/servers` entry; notes its pid.
+    async fn entry(&self) -> Value {
+        let entry = self
+            .servers()
+            .await
+            .into_iter()
+            .find(|s| s["serverId"] == self.server_id.as_str())
+            .expect("our server is listed");
+        if let Some(pid) = entry["pid"].as_u64() {
+            self.note_pid(u32::try_from(pid).expect("pid fits u32"));
+        }
+        entry
+    }
+
+    fn note_pid(&self, pid: u32) {
+        let mut pids = self.pids.lock().expect("pid list lock");
+        if !pids.contains(&pid) {
+            pids.push(pid);
+        }
+    }
+
+    fn uri(&self) -> String {
+        url::Url::from_file_path(self.root.join("a.fake"))
+            .expect("absolute path")
+            .to_string()
+    }
+
+    fn request_params(&self, wait_until_ready: Option<u64>) -> Value {
+        let mut params = json!({
+            "sessionId": SESSION,
+            "serverId": self.server_id,
+            "method": LSP_METHOD,
+            "params": {
+                "textDocument": {"uri": self.uri()},
+                "position": {"line": 0, "character": 1}
+            }
+        });
+        if let Some(ms) = wait_until_ready {
+            params["waitUntilReady"] = json!(ms);
+        }
+        params
+    }
+
+    /// One `lsp/request` (hover on `a.fake`).
+    async fn request(&self, wait_until_ready: Option<u64>) -> Value {
+        self.call(
+            self.next_request_id(),
+            GateMethod::Request,
+            self.request_params(wait_until_ready),
+        )
+        .await
+    }
+
+    async fn wait_state(&self, what: &str, f: impl Fn(ServerState) -> bool) -> ServerState {
+        tokio::time::timeout(STATE_TIMEOUT, self.server().wait_for_state(f))
+            .await
+            .unwrap_or_else(|_| {
+                panic!(
+                    "server never became {what}; it is {:?}",
+                    self.server().status()
+                )
+            })
+    }
+
+    async fn wait_ready(&self) {
+        self.wait_state("ready", |s| s == ServerState::Ready).await;
+        self.entry().await;
+    }
+
+    /// Waits until the server has restarted at least `restarts` times and is ready again.
+    async fn wait_restarted(&self, restarts: u64) -> Value {
+        loop {
+            let state = self
+                .wait_state("ready or failed", |s| {
+                    matches!(s, ServerState::Ready | ServerState::Failed)
+                })
+                .await;
+            assert_eq!(state, ServerState::Ready, "{:?}", self.server().status());
+            let entry = self.entry().await;
+            if entry["restarts"].as_u64().expect("restarts is a number") >= restarts {
+                return entry;
+            }
+            // Still the old instance's `ready`: the supervisor has not noticed
+            // the exit yet (it bumps `restarts` before starting the next
+            // instance, so no restart can have completed in between).
+            let state = self
+                .wait_state("not ready", |s| s != ServerState::Ready)
+                .await;
+            assert_eq!(
+                state,
+                ServerState::Restarting,
+                "{:?}",
+                self.server().status()
+            );
+        }
+    }
+
+    /// Running instances of this test's fake server.
+    fn instances(&self) -> Vec<u32> {
+        processes_with_env("FAKE_LSP_LOG", &self.log.display().to_string())
+    }
+
+    /// Polls the fake's log until `find` matches.
+    async fn wait_log<T>(&self, what: &str, find: impl Fn(&[Value]) -> Option<T>) -> T {
+        poll_for(what, || find(&read_log(&self.log))).await
+    }
+
+    /// Stops everything and checks that no process this test saw survives.
+    /// Returns the temporary directory (with the fake's log) to look at.
+    async fn finish(self) -> tempfile::TempDir {
+        for pid in self.instances() {
+            self.note_pid(pid);
+        }
+        let started = Instant::now();
+        tokio::time::timeout(SHUTDOWN_LIMIT, self.registry.shutdown())
+            .await
+            .expect("registry shutdown finishes in time");
+        let took = started.elapsed();
+        assert_eq!(self.server().status().state, ServerState::Stopped);
+        let pids = self.pids.lock().expect("pid list lock").clone();
+        let survivors = wait_until_gone(&pids).await;
+        for pid in &survivors {
+            // Do not leak them into the next test run.
+            // SAFETY: kill only sends a signal.
+            unsafe {
+                libc::kill(*pid as libc::pid_t, libc::SIGKILL);
+            }
+        }
+        assert!(
+            survivors.is_empty(),
+            "processes left after shutdown (took {took:?}): {survivors:?} of {pids:?}"
+        );
+        assert_eq!(
+            self.instances(),
+            Vec::<u32>::new(),
+            "fake servers left running"
+        );
+        self.dir
+    }
+}
+
+/// The error object of a response, checked to be an error.
+fn error_of(response: &Value) -> &Value {
+    let error = &response["error"];
+    assert!(error.is_object(), "expected an error, got {response}");
+    error
+}
+
+fn assert_error(response: &Value, code: i64, reason: &str) {
+    let error = error_of(response);
+    assert_eq!(error["code"], code, "{response}");
+    assert_eq!(error["data"]["reason"], reason, "{response}");
+}
+
+/// Checks a successful hover answer of the fake (it echoes method and params).
+fn assert_echo(response: &Value, uri: &str) {
+    let result = &response["result"]["lspResult"];
+    assert_eq!(result["echo"]["method"], LSP_METHOD, "{response}");
+    assert_eq!(
+        result["echo"]["params"]["textDocument"]["uri"], uri,
+        "{response}"
+    );
+}
+
+// ---------------------------------------------------------------- tests
+
+/// 1. A crash with a request in flight fails that request at once with a
+///    retryable `server_exited`, and the same server id comes back.
+#[tokio::test]
+async fn crash_mid_request_fails_it_promptly_and_the_server_restarts() {
+    let fake = Fake::start("crash_on_request", |_, _| {}).await;
+    fake.wait_ready().await;
+    let first_pid = fake.entry().await["pid"]
+        .as_u64()
+        .expect("a pid when ready");
+
+    let started = Instant::now();
+    let response = fake.request(None).await;
+    let took = started.elapsed();
+    assert_error(&response, INTERNAL_ERROR, "server_exited");
+    let data = &error_of(&response)["data"];
+    assert_eq!(data["retryable"], true, "{response}");
+    assert_eq!(data["serverId"], fake.server_id.as_str(), "{response}");
+    assert_eq!(data["method"], LSP_METHOD, "{response}");
+    assert!(took < PROMPT, "the crash was reported after {took:?}");
+
+    let entry = fake.wait_restarted(1).await;
+    assert_eq!(entry["serverId"], fake.server_id.as_str());
+    assert_eq!(entry["state"], "ready");
+    assert_ne!(entry["pid"].as_u64(), Some(first_pid), "a new process");
+    let last_error = entry["lastError"].as_str().unwrap_or_default();
+    assert!(
+        last_error.contains("exit status: 3"),
+        "lastError should say how it exited: {entry}"
+    );
+    fake.finish().await;
+}
+
+/// 1b. An agent retrying at once after `server_exited` (it is retryable) gets
+///     a prompt answer, not a request lost on the dead connection.
+#[tokio::test]
+async fn an_immediate_retry_after_a_crash_is_answered_promptly() {
+    const RETRIES: usize = 3;
+    let fake = Fake::start("crash_on_request", |_, _| {}).await;
+    fake.wait_ready().await;
+    assert_error(&fake.request(None).await, INTERNAL_ERROR, "server_exited");
+    for _ in 0..RETRIES {
+        let started = Instant::now();
+        let response = fake.request(None).await;
+        let took = started.elapsed();
+        // Each instance crashes on its first request; what matters is that
+        // the answer comes at once and says so.
+        assert_error(&response, INTERNAL_ERROR, "server_exited");
+        assert!(
+            took < PROMPT,
+            "the retry was answered after {took:?}: {response}"
+        );
+    }
+    fake.finish().await;
+}
+
+/// 1c. The deterministic core of 1b: once a connection's reader has ended, a
+///     new request resolves at once as `Closed` instead of waiting forever.
+#[tokio::test]
+async fn a_request_on_a_closed_connection_resolves_at_once() {
+    struct Ignore;
+    impl ServerMessages for Ignore {
+        fn on_request(
+            &self,
+            _method: &str,
+            _params: Option<&RawValue>,
+        ) -> Result<Box<RawValue>, ErrorObject> {
+            Err(ErrorObject {
+                code: -32601,
+                message: "unexpected".into(),
+                data: None,
+            })
+        }
+        fn on_notification(&self, _method: &str, _params: Option<&RawValue>) {}
+    }
+    let (to_server, _server_in) = tokio::io::duplex(1 << 16);
+    let (server_out, from_server) = tokio::io::duplex(1 << 16);
+    let connection = Connection::start(
+        "s",
+        from_server,
+        to_server,
+        Limits::default(),
+        Arc::new(Ignore),
+        None,
+    );
+    drop(server_out);
+    tokio::time::timeout(PROMPT, connection.closed())
+        .await
+        .expect("end of output closes the connection");
+    let reply = tokio::time::timeout(PROMPT, connection.request("late", None))
+        .await
+        .expect("a request after the end is answered at once");
+    assert!(matches!(reply, Reply::Closed), "{reply:?}");
+    assert_eq!(connection.in_flight(), 0);
+}
+
+/// 1d. A server that exits between requests is restarted and answers again.
+#[tokio::test]
+async fn a_restarted_server_answers_later_requests() {
+    // initialize is answer 1, the hover answer 2: then it exits.
+    let fake = Fake::start("exit_after=2", |_, _| {}).await;
+    fake.wait_ready().await;
+    assert_echo(&fake.request(None).await, &fake.uri());
+
+    let entry = fake.wait_restarted(1).await;
+    assert_eq!(entry["serverId"], fake.server_id.as_str());
+    // The restarted instance got the document again and answers.
+    assert_echo(&fake.request(None).await, &fake.uri());
+    let opens = read_log(&fake.log)
+        .iter()
+        .filter(|m| m["method"] == "textDocument/didOpen")
+        .count();
+    assert!(opens >= 2, "each instance is sent the document: {opens}");
+    fake.finish().await;
+}
+
+/// 2. A server that cannot start is given up on after MAX_CRASHES crashes,
+///    and then requests fail at once with `server_failed`.
+#[tokio::test]
+async fn crash_loop_ends_in_failed_and_requests_fail_fast() {
+    let fake = Fake::start("crash_on_start", |_, _| {}).await;
+    fake.wait_state("failed", |s| s == ServerState::Failed)
+        .await;
+    let entry = fake.entry().await;
+    assert_eq!(entry["state"], "failed", "{entry}");
+    assert_eq!(entry["restarts"], (MAX_CRASHES - 1) as u64, "{entry}");
+    let last_error = entry["lastError"].as_str().unwrap_or_default();
+    assert!(last_error.contains("exit"), "{entry}");
+
+    let started = Instant::now();
+    let response = fake.request(None).await;
+    assert!(started.elapsed() < PROMPT, "took {:?}", started.elapsed());
+    assert_error(&response, INTERNAL_ERROR, "server_failed");
+    let data = &error_of(&response)["data"];
+    assert_eq!(data["serverId"], fake.server_id.as_str());
+    assert!(data.get("retryable").is_none(), "{response}");
+    // Waiting for readiness does not help a failed server either.
+    let response = fake.request(Some(10_000)).await;
+    assert!(started.elapsed() < PROMPT, "took {:?}", started.elapsed());
+    assert_error(&response, INTERNAL_ERROR, "server_failed");
+    fake.finish().await;
+}
+
+/// 3. A hung request ends at its deadline, and the server is told to cancel it.
+#[tokio::test]
+async fn hung_request_hits_its_deadline_and_is_cancelled_on_the_server() {
+    const TIMEOUT_MS: u64 = 300;
+    let fake = Fake::start("hang", |server, _| {
+        server.request_timeout_ms = TIMEOUT_MS;
+    })
+    .await;
+    fake.wait_ready().await;
+
+    let started = Instant::now();
+    let response = fake.request(None).await;
+    let took = started.elapsed();
+    assert_error(&response, INTERNAL_ERROR, "deadline_exceeded");
+    assert_eq!(error_of(&response)["data"]["retryable"], true);
+    assert!(
+        took >= Duration::from_millis(TIMEOUT_MS) && took < PROMPT,
+        "deadline of {TIMEOUT_MS} ms hit after {took:?}"
+    );
+
+    let (request_id, cancelled) = fake
+        .wait_log("$/cancelRequest for the hung request", |log| {
+            let id = log.iter().find(|m| m["method"] == LSP_METHOD)?["id"].clone();
+            let cancel = log
+                .iter()
+                .find(|m| m["method"] == "$/cancelRequest" && m["params"]["id"] == id)?;
+            Some((id, cancel["params"]["id"].clone()))
+        })
+        .await;
+    assert!(request_id.is_u64(), "the proxy's own id: {request_id}");
+    assert_eq!(cancelled, request_id);
+    // The server is still up and nothing restarted.
+    let entry = fake.entry().await;
+    assert_eq!(entry["state"], "ready");
+    assert_eq!(entry["restarts"], 0);
+    fake.finish().await;
+}
+
+/// 4a. A server that never answers `initialize`: `waitUntilReady` bounds the wait.
+#[tokio::test]
+async fn hung_initialize_with_wait_until_ready_reports_not_ready() {
+    const WAIT_MS: u64 = 500;
+    let fake = Fake::start("hang_initialize", |_, _| {}).await;
+    let started = Instant::now();
+    let response = fake.request(Some(WAIT_MS)).await;
+    let took = started.elapsed();
+    assert_error(&response, INVALID_PARAMS, "not_ready");
+    let data = &error_of(&response)["data"];
+    assert_eq!(data["state"], "starting", "{response}");
+    assert_eq!(data["retryable"], true, "{response}");
+    assert!(
+        took >= Duration::from_millis(WAIT_MS) && took < PROMPT,
+        "waited {took:?} for {WAIT_MS} ms"
+    );
+    let entry = fake.entry().await;
+    assert_eq!(entry["state"], "starting", "{entry}");
+    // The process runs and got `initialize` (its pid is listed only once connected).
+    fake.wait_log("initialize", |log| {
+        log.iter()
+            .any(|m| m["method"] == "initialize")
+            .then_some(())
+    })
+    .await;
+    fake.finish().await;
+}
+
+/// 4b. Without `waitUntilReady`, a request waits the bounded startup time and
+///     then fails with `server_starting`.
+#[tokio::test]
+async fn hung_initialize_without_wait_fails_after_the_startup_wait() {
+    let fake = Fake::start("hang_initialize", |_, _| {}).await;
+    let started = Instant::now();
+    let response = fake.request(None).await;
+    let took = started.elapsed();
+    assert_error(&response, INVALID_PARAMS, "server_starting");
+    assert_eq!(error_of(&response)["data"]["state"], "starting");
+    assert!(
+        took >= STARTUP_WAIT && took < STARTUP_WAIT + PROMPT,
+        "waited {took:?}, expected about {STARTUP_WAIT:?}"
+    );
+    fake.finish().await;
+}
+
+/// 5. A server that ignores `exit`, end of input and SIGTERM is SIGKILLed.
+#[tokio::test]
+async fn shutdown_kills_a_server_that_ignores_it() {
+    let fake = Fake::start("ignore_shutdown", |_, _| {}).await;
+    fake.wait_ready().await;
+    let pid = u32::try_from(fake.entry().await["pid"].as_u64().expect("pid")).expect("u32");
+    assert!(process_alive(pid));
+    assert_eq!(process_group(pid), Some(pid), "the server leads its group");
+    let log = fake.log.clone();
+    let _dir = fake.finish().await;
+    assert!(group_members(pid).is_empty(), "its group is empty");
+    // The polite path was tried first.
+    let log = read_log(&log);
+    for method in ["shutdown", "exit"] {
+        assert!(
+            log.iter().any(|m| m["method"] == method),
+            "no {method} sent"
+        );
+    }
+}
+
+/// 6. Helpers a server forked die with it.
+#[tokio::test]
+async fn shutdown_kills_a_forked_grandchild() {
+    let fake = Fake::start("fork_grandchild", |server, dir| {
+        server.env.insert(
+            "FAKE_LSP_GRANDCHILD_PID_FILE".into(),
+            dir.join("grandchild.pid").display().to_string(),
+        );
+    })
+    .await;
+    fake.wait_ready().await;
+    let server_pid = u32::try_from(fake.entry().await["pid"].as_u64().expect("pid")).expect("u32");
+    let pid_file = fake.dir.path().join("grandchild.pid");
+    let grandchild = poll_for("the grandchild pid file", || read_pid_file(&pid_file)).await;
+    fake.note_pid(grandchild);
+    assert!(process_alive(grandchild));
+    assert_eq!(process_group(grandchild), Some(server_pid));
+    fake.finish().await;
+    assert!(!process_alive(grandchild));
+}
+
+/// 7. A server flooding stderr keeps answering.
+#[tokio::test]
+async fn requests_succeed_while_the_server_floods_stderr() {
+    const REQUESTS: usize = 10;
+    let fake = Fake::start("stderr_flood", |_, _| {}).await;
+    fake.wait_ready().await;
+    for _ in 0..REQUESTS {
+        let started = Instant::now();
+        assert_echo(&fake.request(None).await, &fake.uri());
+        assert!(started.elapsed() < PROMPT, "took {:?}", started.elapsed());
+    }
+    let entry = fake.entry().await;
+    assert_eq!(entry["state"], "ready");
+    assert_eq!(entry["restarts"], 0);
+    fake.finish().await;
+}
+
+/// 8. Non-protocol bytes on stdout are skipped; the stream resynchronises.
+#[tokio::test]
+async fn requests_succeed_despite_garbage_on_stdout() {
+    const REQUESTS: usize = 5;
+    let fake = Fake::start("garbage_stdout", |_, _| {}).await;
+    fake.wait_ready().await;
+    for _ in 0..REQUESTS {
+        assert_echo(&fake.request(None).await, &fake.uri());
+    }
+    assert_eq!(fake.entry().await["restarts"], 0);
+    fake.finish().await;
+}
+
+/// 9a. A response over the frame limit fails only its request; the stream
+///     stays aligned (the fake answers every request hugely, so the next one
+///     is again refused, promptly and with its own id, not hung).
+#[tokio::test]
+async fn an_oversized_response_fails_its_request_and_the_stream_stays_aligned() {
+    let huge = FRAME_LIMIT + 1024 * 1024;
+    let fake = Fake::start("huge_response", |server, _| {
+        server
+            .env
+            .insert("FAKE_LSP_HUGE_BYTES".into(), huge.to_string());
+    })
+    .await;
+    fake.wait_ready().await;
+    let pid = fake.entry().await["pid"].clone();
+    for _ in 0..2 {
+        let started = Instant::now();
+        let response = fake.request(None).await;
+        assert_error(&response, INTERNAL_ERROR, "response_too_large");
+        assert!(started.elapsed() < PROMPT, "took {:?}", started.elapsed());
+    }
+    let entry = fake.entry().await;
+    assert_eq!(entry["state"], "ready");
+    assert_eq!(entry["pid"], pid, "same process: {entry}");
+    assert_eq!(entry["restarts"], 0);
+    fake.finish().await;
+}
+
+/// 9b. A big response under the limit arrives intact.
+#[tokio::test]
+async fn a_large_response_under_the_limit_arrives_intact() {
+    const SIZE: usize = 10 * 1024 * 1024;
+    let fake = Fake::start("huge_response", |server, _| {
+        server
+            .env
+            .insert("FAKE_LSP_HUGE_BYTES".into(), SIZE.to_string());
+    })
+    .await;
+    fake.wait_ready().await;
+    let response = fake.request(None).await;
+    let text = response["result"]["lspResult"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no string result: {:?}", response.get("error")));
+    assert_eq!(text.len(), SIZE);
+    assert!(text.bytes().all(|b| b == b'x'));
+    fake.finish().await;
+}
+
+/// 10. The server's own requests are answered (it answers ours only after),
+///     and its dynamic registration is listed.
+#[tokio::test]
+async fn server_requests_are_answered_and_registrations_listed() {
+    let fake = Fake::start("server_requests", |server, _| {
+        server.settings = json!({"fake": {"answer": 42}});
+    })
+    .await;
+    fake.wait_ready().await;
+    assert_echo(&fake.request(None).await, &fake.uri());
+
+    let log = read_log(&fake.log);
+    let answer = |id: &str| {
+        log.iter()
+            .find(|m| m["id"] == id && m.get("method").is_none())
+            .unwrap_or_else(|| panic!("no answer to {id} in {log:?}"))
+            .clone()
+    };
+    assert_eq!(answer("fake-1")["result"], json!([{"answer": 42}]));
+    assert_eq!(answer("fake-2")["result"], Value::Null);
+    assert!(answer("fake-2").get("error").is_none());
+    assert_eq!(answer("fake-3")["result"], Value::Null);
+    assert!(answer("fake-3").get("error").is_none());
+
+    let entry = fake.entry().await;
+    let registrations = &entry["capabilities"]["_meta"]["acp-lsp/registrations"];
+    let listed = registrations
+        .as_array()
+        .unwrap_or_else(|| panic!("no registrations listed: {entry}"));
+    assert_eq!(listed.len(), 1, "{registrations}");
+    assert_eq!(listed[0]["id"], "fake-watch");
+    assert_eq!(listed[0]["method"], "workspace/didChangeWatchedFiles");
+    assert_eq!(
+        listed[0]["registerOptions"]["watchers"][0]["globPattern"],
+        "**/*.fake"
+    );
+    // The initialize result's own capabilities are still there.
+    assert_eq!(entry["capabilities"]["hoverProvider"], true);
+    fake.finish().await;
+}
+
+/// 11. Cancelling an in-flight request tells the server and answers the agent.
+#[tokio::test]
+async fn cancelling_a_request_cancels_it_on_the_server() {
+    // Longer than the proxy's grace for the server's own answer after a
+    // cancel, so the outcome is the proxy's -32800.
+    const DELAY_MS: u64 = 5_000;
+    let fake = Fake::start("slow", |server, _| {
+        server
+            .env
+            .insert("FAKE_LSP_DELAY_MS".into(), DELAY_MS.to_string());
+    })
+    .await;
+    fake.wait_ready().await;
+
+    let id = fake.next_request_id();
+    let call = {
+        let raw = serde_json::value::to_raw_value(&fake.request_params(None)).expect("params");
+        tokio::spawn(fake.gate.call(id.clone(), GateMethod::Request, Some(raw)))
+    };
+    let server_id = fake
+        .wait_log("the request reaching the server", |log| {
+            Some(log.iter().find(|m| m["method"] == LSP_METHOD)?["id"].clone())
+        })
+        .await;
+    let started = Instant::now();
+    assert!(fake.gate.cancel(&id), "the request is in flight");
+    let bytes = tokio::time::timeout(CALL_TIMEOUT, call)
+        .await
+        .expect("the cancelled call ends")
+        .expect("the call task does not panic");
+    let took = started.elapsed();
+    let response: Value = serde_json::from_slice(&bytes).expect("JSON");
+    assert_eq!(response["id"], json!(id.as_u64()));
+    assert_error(&response, REQUEST_CANCELLED, "cancelled");
+    assert!(
+        took < Duration::from_millis(DELAY_MS),
+        "answered after {took:?}, not before the server would have"
+    );
+    assert!(!fake.gate.cancel(&id), "no longer in flight");
+
+    fake.wait_log("$/cancelRequest", |log| {
+        log.iter()
+            .any(|m| m["method"] == "$/cancelRequest" && m["params"]["id"] == server_id)
+            .then_some(())
+    })
+    .await;
+    fake.finish().await;
+}
+
+// ---------------------------------------------------------------- the binary
+
+/// An ACP agent that answers `initialize` and `session/new` and nothing else.
+const AGENT: &str = r#"
+import json, sys
+for line in sys.stdin:
+    try:
+        msg = json.loads(line)
+    except ValueError:
+        continue
+    if "id" not in msg or "method" not in msg:
+        continue
+    method = msg["method"]
+    if method == "initialize":
+        result = {"protocolVersion": 1, "agentCapabilities": {}}
+    elif method == "session/new":
+        result = {"sessionId": "s"}
+    else:
+        result = None
+    sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}) + "\n")
+    sys.stdout.flush()
+"#;
+
+/// 12. `kill -9` of the proxy takes its language servers with it.
+#[tokio::test]
+async fn killing_the_proxy_ends_its_servers() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let root = dir.path().join("ws");
+    std::fs::create_dir(&root).expect("create workspace");
+    let root = root.canonicalize().expect("canonical");
+    std::fs::write(root.join("fake.toml"), "").expect("marker");
+    std::fs::write(root.join("a.fake"), "hello\n").expect("document");
+    let log = dir.path().join("fake.log");
+    let pid_file = dir.path().join("grandchild.pid");
+    let config_path = dir.path().join("config.toml");
+    let config = format!(
+        r#"
+[servers.fake]
+command = {command}
+language_ids = ["fake"]
+file_extensions = ["fake"]
+root_markers = ["fake.toml"]
+env = {{ FAKE_LSP_MODE = "fork_grandchild", FAKE_LSP_LOG = {log}, FAKE_LSP_GRANDCHILD_PID_FILE = {pid_file} }}
+"#,
+        command = toml_string(fake_server()),
+        log = toml_string(&log.display().to_string()),
+        pid_file = toml_string(&pid_file.display().to_string()),
+    );
+    // The file must parse as a config.
+    Config::from_toml_str(&config, &config_path, Config::builtin()).expect("valid config");
+    std::fs::write(&config_path, config).expect("write config");
+    let agent_path = dir.path().join("agent.py");
+    std::fs::write(&agent_path, AGENT).expect("write agent");
+
+    let mut proxy = tokio::process::Command::new(env!("CARGO_BIN_EXE_acp-lsp"))
+        .arg("proxy")
+        .arg("--config")
+        .arg(&config_path)
+        .arg("--")
+        .arg("python3")
+        .arg(&agent_path)
+        .current_dir(&root)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start acp-lsp proxy");
+    let mut editor_out = proxy.stdin.take().expect("piped stdin");
+    let mut editor_in = BufReader::new(proxy.stdout.take().expect("piped stdout")).lines();
+
+    let lines = [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+               "params": {"protocolVersion": 1, "clientCapabilities": {}}}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "session/new",
+               "params": {"cwd": root.display().to_string(), "mcpServers": []}}),
+    ];
+    for line in &lines {
+        editor_out
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .expect("write to proxy");
+    }
+    editor_out.flush().await.expect("flush");
+    let session = tokio::time::timeout(CALL_TIMEOUT, async {
+        loop {
+            let line = editor_in
+                .next_line()
+                .await
+                .expect("read from proxy")
+                .expect("proxy stdout open");
+            let message: Value = serde_json::from_str(&line).expect("JSON line");
+            if message["id"] == 2 {
+                return message;
+            }
+        }
+    })
+    .await
+    .expect("session/new answered");
+    assert_eq!(session["result"]["sessionId"], "s", "{session}");
+
+    // The server is up once it logged `initialized`; its pid files exist by then.
+    poll_for("the fake server to be initialized", || {
+        read_log(&log)
+            .iter()
+            .any(|m| m["method"] == "initialized")
+            .then_some(())
+    })
+    .await;
+    let grandchild = read_pid_file(&pid_file).expect("grandchild pid file");
+    let server = process_group(grandchild).expect("grandchild alive");
+    assert_ne!(server, grandchild);
+    assert!(process_alive(server) && process_alive(grandchild));
+
+    proxy.start_kill().expect("SIGKILL the proxy");
+    proxy.wait().await.expect("reap the proxy");
+
+    let survivors = wait_until_gone(&[server, grandchild]).await;
+    for pid in &survivors {
+        // SAFETY: kill only sends a signal.
+        unsafe {
+            libc::kill(*pid as libc::pid_t, libc::SIGKILL);
+        }
+    }
+    assert!(
+        survivors.is_empty(),
+        "still alive after the proxy was killed: {survivors:?} (server {server}, grandchild {grandchild})"
+    );
+}
+
+/// A TOML basic string.
+fn toml_string(text: &str) -> String {
+    // JSON string escapes are valid TOML basic-string escapes.
+    serde_json::to_string(text).expect("a string serializes")
+}
