@@ -8,6 +8,10 @@
 //! is left alive.
 #![cfg(target_os = "linux")]
 
+mod support;
+
+use support::procfs::{group_members, process_alive, process_group, wait_until_gone};
+
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -58,35 +62,6 @@ fn fake_server() -> &'static str {
 
 // ---------------------------------------------------------------- /proc
 
-/// Whether `pid` is a live process (a zombie counts as dead).
-fn process_alive(pid: u32) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return false;
-    };
-    let state = stat
-        .rsplit_once(')')
-        .and_then(|(_, rest)| rest.trim_start().chars().next());
-    !matches!(state, Some('Z' | 'X') | None)
-}
-
-/// Process group of `pid`, from /proc.
-fn process_group(pid: u32) -> Option<u32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let (_, rest) = stat.rsplit_once(')')?;
-    rest.split_ascii_whitespace().nth(2)?.parse().ok()
-}
-
-/// Live processes (other than zombies) in process group `pgid`.
-fn group_members(pgid: u32) -> Vec<u32> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| process_group(*pid) == Some(pgid) && process_alive(*pid))
-        .collect()
-}
-
 /// Live processes whose environment holds `NAME=value` exactly: every
 /// instance of one test's fake server (each test logs to its own file).
 fn processes_with_env(name: &str, value: &str) -> Vec<u32> {
@@ -102,18 +77,6 @@ fn processes_with_env(name: &str, value: &str) -> Vec<u32> {
         })
         .filter(|pid| process_alive(*pid))
         .collect()
-}
-
-/// Polls /proc until none of `pids` is alive or [`GONE_TIMEOUT`] passes; returns the survivors.
-async fn wait_until_gone(pids: &[u32]) -> Vec<u32> {
-    let deadline = Instant::now() + GONE_TIMEOUT;
-    loop {
-        let alive: Vec<u32> = pids.iter().copied().filter(|p| process_alive(*p)).collect();
-        if alive.is_empty() || Instant::now() >= deadline {
-            return alive;
-        }
-        tokio::time::sleep(POLL_INTERVAL).await;
-    }
 }
 
 /// Polls until `read` yields something, or panics after [`GONE_TIMEOUT`].
@@ -365,7 +328,7 @@ impl Fake {
         let took = started.elapsed();
         assert_eq!(self.server().status().state, ServerState::Stopped);
         let pids = self.pids.lock().expect("pid list lock").clone();
-        let survivors = wait_until_gone(&pids).await;
+        let survivors = wait_until_gone(&pids, GONE_TIMEOUT).await;
         for pid in &survivors {
             // Do not leak them into the next test run.
             // SAFETY: kill only sends a signal.
@@ -962,7 +925,7 @@ env = {{ FAKE_LSP_MODE = "fork_grandchild", FAKE_LSP_LOG = {log}, FAKE_LSP_GRAND
     proxy.start_kill().expect("SIGKILL the proxy");
     proxy.wait().await.expect("reap the proxy");
 
-    let survivors = wait_until_gone(&[server, grandchild]).await;
+    let survivors = wait_until_gone(&[server, grandchild], GONE_TIMEOUT).await;
     for pid in &survivors {
         // SAFETY: kill only sends a signal.
         unsafe {

@@ -3,6 +3,10 @@
 //! using the `acp-lsp-fake-server` binary and plain shell commands.
 #![cfg(target_os = "linux")]
 
+mod support;
+
+use support::procfs::{alive_among, process_alive, process_group, wait_until_gone};
+
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::sync::Once;
@@ -37,46 +41,6 @@ fn sh_spec(script: &str, dir: &Path) -> SpawnSpec {
     let mut spec = SpawnSpec::new("sh", dir);
     spec.args = vec!["-c".into(), script.into()];
     spec
-}
-
-/// Whether `pid` is a live process (a zombie counts as dead).
-fn process_alive(pid: u32) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return false;
-    };
-    // The state is the first field after the parenthesised command name.
-    let state = stat
-        .rsplit_once(')')
-        .and_then(|(_, rest)| rest.trim_start().chars().next());
-    !matches!(state, Some('Z' | 'X') | None)
-}
-
-/// Process group of `pid`, from /proc.
-fn process_group(pid: u32) -> Option<u32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let (_, rest) = stat.rsplit_once(')')?;
-    // Fields after the name: state, ppid, pgrp.
-    rest.split_ascii_whitespace().nth(2)?.parse().ok()
-}
-
-/// The processes among `pids` that are still alive.
-fn descendants_alive(pids: &[u32]) -> Vec<u32> {
-    pids.iter()
-        .copied()
-        .filter(|pid| process_alive(*pid))
-        .collect()
-}
-
-/// Polls /proc until none of `pids` is alive or [`GONE_TIMEOUT`] passes; returns the survivors.
-async fn wait_until_gone(pids: &[u32]) -> Vec<u32> {
-    let deadline = Instant::now() + GONE_TIMEOUT;
-    loop {
-        let alive = descendants_alive(pids);
-        if alive.is_empty() || Instant::now() >= deadline {
-            return alive;
-        }
-        tokio::time::sleep(POLL_INTERVAL).await;
-    }
 }
 
 /// Polls for a pid file written (atomically) by the fake server.
@@ -419,10 +383,7 @@ async fn terminate_escalates_to_sigkill_and_clears_the_group() {
     let mut client = Client::new(io);
     client.initialize().await;
     let grandchild = read_pid_file(&pid_file).await;
-    assert_eq!(
-        descendants_alive(&[leader, grandchild]),
-        [leader, grandchild]
-    );
+    assert_eq!(alive_among(&[leader, grandchild]), [leader, grandchild]);
     assert_eq!(
         process_group(grandchild),
         Some(leader),
@@ -436,7 +397,7 @@ async fn terminate_escalates_to_sigkill_and_clears_the_group() {
         "{ended:?}"
     );
     assert_eq!(
-        wait_until_gone(&[leader, grandchild]).await,
+        wait_until_gone(&[leader, grandchild], GONE_TIMEOUT).await,
         Vec::<u32>::new()
     );
 }
@@ -455,14 +416,11 @@ async fn drop_kills_the_group_including_a_grandchild() {
     let mut client = Client::new(io);
     client.initialize().await;
     let grandchild = read_pid_file(&pid_file).await;
-    assert_eq!(
-        descendants_alive(&[leader, grandchild]),
-        [leader, grandchild]
-    );
+    assert_eq!(alive_among(&[leader, grandchild]), [leader, grandchild]);
 
     drop(server);
     assert_eq!(
-        wait_until_gone(&[leader, grandchild]).await,
+        wait_until_gone(&[leader, grandchild], GONE_TIMEOUT).await,
         Vec::<u32>::new()
     );
     drop(client);
@@ -490,7 +448,7 @@ async fn kill_group_now_kills_leader_and_grandchild() {
     assert_eq!(status.signal(), Some(libc::SIGKILL));
     assert_eq!(server.try_exit_status(), Some(status));
     assert_eq!(
-        wait_until_gone(&[leader, grandchild]).await,
+        wait_until_gone(&[leader, grandchild], GONE_TIMEOUT).await,
         Vec::<u32>::new()
     );
 }
@@ -527,7 +485,10 @@ async fn sigkill_of_the_spawning_process_kills_the_server() {
         .expect("stand-in proxy reaped")
         .expect("wait");
     assert_eq!(status.signal(), Some(libc::SIGKILL));
-    assert_eq!(wait_until_gone(&[child]).await, Vec::<u32>::new());
+    assert_eq!(
+        wait_until_gone(&[child], GONE_TIMEOUT).await,
+        Vec::<u32>::new()
+    );
 }
 
 #[tokio::test]

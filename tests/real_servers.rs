@@ -9,6 +9,10 @@
 //! that installs it; these tests never skip.
 #![cfg(target_os = "linux")]
 
+mod support;
+
+use support::procfs::{group_members, process_alive};
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -333,7 +337,10 @@ async fn run_case(case: &Case) {
         .and_then(|p| u32::try_from(p).ok())
         .unwrap_or_else(|| panic!("a running server has a pid: {entry}"));
     assert!(process_alive(pid), "server pid {pid} is not alive");
-    let group = process_group_members(pid);
+    let mut group = group_members(pid);
+    if !group.contains(&pid) {
+        group.push(pid);
+    }
     h.assert_capabilities_as_sent(case, &server_id, &entry["capabilities"]);
 
     // references → every use site across files.
@@ -774,40 +781,4 @@ fn copy_tree(from: &Path, to: &Path) {
             std::fs::copy(entry.path(), &target).expect("copy a fixture file");
         }
     }
-}
-
-/// Whether `pid` is a live process (a zombie counts as dead: a reparented
-/// child may wait for a container's init to reap it).
-fn process_alive(pid: u32) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return false;
-    };
-    let state = stat
-        .rsplit_once(')')
-        .and_then(|(_, rest)| rest.trim_start().chars().next());
-    !matches!(state, Some('Z' | 'X') | None)
-}
-
-/// The live processes in `pid`'s process group (the server spawns it as a
-/// group leader), `pid` included.
-fn process_group_members(pid: u32) -> Vec<u32> {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return vec![pid];
-    };
-    let mut members: Vec<u32> = dir
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|p| {
-            std::fs::read_to_string(format!("/proc/{p}/stat"))
-                .ok()
-                .and_then(|stat| {
-                    let (_, rest) = stat.rsplit_once(')')?;
-                    rest.split_ascii_whitespace().nth(2)?.parse::<u32>().ok()
-                })
-                == Some(pid)
-        })
-        .collect();
-    if !members.contains(&pid) {
-        members.push(pid);
-    }
-    members
 }

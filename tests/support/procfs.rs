@@ -1,0 +1,62 @@
+//! Process checks read from /proc, for tests that must prove no process is left behind.
+
+use std::time::{Duration, Instant};
+
+/// How often a wait re-reads /proc.
+pub const POLL_INTERVAL: Duration = Duration::from_millis(20);
+
+/// Whether `pid` is a live process. A zombie counts as dead: a reparented child
+/// may wait for a container's init to reap it.
+pub fn process_alive(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // The state is the first field after the parenthesised command name.
+    let state = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.trim_start().chars().next());
+    !matches!(state, Some('Z' | 'X') | None)
+}
+
+/// Process group of `pid`.
+pub fn process_group(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    // Fields after the name: state, ppid, pgrp.
+    rest.split_ascii_whitespace().nth(2)?.parse().ok()
+}
+
+/// Every pid on the machine.
+pub fn all_pids() -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .collect()
+}
+
+/// Live processes in process group `pgid`.
+pub fn group_members(pgid: u32) -> Vec<u32> {
+    all_pids()
+        .into_iter()
+        .filter(|pid| process_group(*pid) == Some(pgid) && process_alive(*pid))
+        .collect()
+}
+
+/// The processes among `pids` that are still alive.
+pub fn alive_among(pids: &[u32]) -> Vec<u32> {
+    pids.iter().copied().filter(|p| process_alive(*p)).collect()
+}
+
+/// Polls until none of `pids` is alive or `timeout` passes; returns the survivors.
+pub async fn wait_until_gone(pids: &[u32], timeout: Duration) -> Vec<u32> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let alive = alive_among(pids);
+        if alive.is_empty() || Instant::now() >= deadline {
+            return alive;
+        }
+        tokio::time::sleep(POLL_INTERVAL).await;
+    }
+}
