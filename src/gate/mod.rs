@@ -122,6 +122,9 @@ pub struct HostCall {
     pub server_id: String,
     pub method: String,
     pub params: Option<Box<RawValue>>,
+    /// The document URIs the params name (see [`named_documents`]), found while
+    /// the gate had the params parsed, so the host need not parse them again.
+    pub documents: Vec<String>,
     /// Cancelled when the agent cancels: send the server `$/cancelRequest` and
     /// return its answer, or [`GateError::Cancelled`] if none comes soon.
     pub cancel: CancellationToken,
@@ -292,14 +295,7 @@ impl<H: LspHost> Gate<H> {
                     .servers(params.as_deref())
                     .await
                     .map(|result| HostReply { result, meta: None }),
-                GateMethod::Request => {
-                    gate.request(params.as_deref(), token)
-                        .await
-                        .map(|reply| HostReply {
-                            result: reply.result,
-                            meta: reply.meta,
-                        })
-                }
+                GateMethod::Request => gate.request(params.as_deref(), token).await,
             };
             if method == GateMethod::Request {
                 gate.in_flight
@@ -388,6 +384,7 @@ impl<H: LspHost> Gate<H> {
             .map_err(fail)?;
 
         let inner = parsed.params.filter(|p| !jsonrpc::is_null(p));
+        let mut documents = Vec::new();
         if let Some(inner) = inner {
             let value: serde_json::Value = serde_json::from_str(inner.get())
                 .map_err(|e| fail(GateError::InvalidParams(e.to_string())))?;
@@ -398,6 +395,7 @@ impl<H: LspHost> Gate<H> {
             if method == "workspace/executeCommand" {
                 check_command(&value, &route).map_err(fail)?;
             }
+            documents = named_documents(&value);
         } else if method == "workspace/executeCommand" {
             return Err(fail(GateError::InvalidParams(
                 "workspace/executeCommand needs params with a command".into(),
@@ -413,6 +411,7 @@ impl<H: LspHost> Gate<H> {
             server_id: parsed.server_id.to_string(),
             method: method.clone(),
             params: inner.map(ToOwned::to_owned),
+            documents,
             cancel,
             wait_until_ready: wait,
         };
@@ -423,6 +422,25 @@ impl<H: LspHost> Gate<H> {
             })),
         }
     }
+}
+
+/// The document URIs a request's params name (rfd section 5): `textDocument.uri`, and the
+/// `uri` of hierarchy items (`item.uri`). Other URIs (locations in results,
+/// workspace edits) are not documents the request reads.
+pub fn named_documents(params: &serde_json::Value) -> Vec<String> {
+    let mut out = Vec::new();
+    for key in ["textDocument", "item"] {
+        if let Some(uri) = params
+            .get(key)
+            .and_then(|v| v.get("uri"))
+            .and_then(serde_json::Value::as_str)
+        {
+            if !out.iter().any(|u| u == uri) {
+                out.push(uri.to_string());
+            }
+        }
+    }
+    out
 }
 
 /// The response to `lsp/request`: `{"lspResult": <raw>, "_meta": <raw>?}`, written
@@ -461,5 +479,20 @@ fn check_command(params: &serde_json::Value, route: &Route) -> Result<(), GateEr
             method: format!("workspace/executeCommand {command}"),
             refusal: Refusal::CommandNotAllowed,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_named_documents() {
+        let params = serde_json::json!({
+            "textDocument": {"uri": "file:///a"},
+            "position": {"line": 0, "character": 0},
+            "item": {"uri": "file:///b", "name": "f"}
+        });
+        assert_eq!(named_documents(&params), vec!["file:///a", "file:///b"]);
     }
 }

@@ -233,25 +233,6 @@ impl DocumentTable {
 /// A stamp whose mtime is this recent may hide a second write in the same tick.
 const AMBIGUOUS_WINDOW: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// The document URIs a request's params name: `textDocument.uri`, and the
-/// `uri` of hierarchy items (`item.uri`). Other URIs (locations in results,
-/// workspace edits) are not documents the request reads.
-pub fn named_documents(params: &serde_json::Value) -> Vec<String> {
-    let mut out = Vec::new();
-    for key in ["textDocument", "item"] {
-        if let Some(uri) = params
-            .get(key)
-            .and_then(|v| v.get("uri"))
-            .and_then(serde_json::Value::as_str)
-        {
-            if !out.iter().any(|u| u == uri) {
-                out.push(uri.to_string());
-            }
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -346,15 +327,5 @@ mod tests {
         );
         assert!(table.is_open("file:///a") && table.is_open("file:///c"));
         assert_eq!(table.len(), 2);
-    }
-
-    #[test]
-    fn finds_named_documents() {
-        let params = serde_json::json!({
-            "textDocument": {"uri": "file:///a"},
-            "position": {"line": 0, "character": 0},
-            "item": {"uri": "file:///b", "name": "f"}
-        });
-        assert_eq!(named_documents(&params), vec!["file:///a", "file:///b"]);
     }
 }

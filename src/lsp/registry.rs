@@ -205,14 +205,7 @@ impl LspHost for Registry {
         let server = self
             .server(&call.server_id)
             .ok_or_else(|| GateError::UnknownServer(call.server_id.clone()))?;
-        server
-            .request(
-                &call.method,
-                call.params,
-                call.cancel,
-                call.wait_until_ready,
-            )
-            .await
+        server.request(call).await
     }
 
     fn session_opened(self: &Arc<Self>, session: &Arc<Session>) {

@@ -5,12 +5,12 @@
 use super::config::ServerConfig;
 use super::connection::{Connection, PendingRequest, Reply, ServerMessages};
 use super::documents::{
-    named_documents, DocumentNotification, DocumentState, DocumentTable, Stamp,
-    DEFAULT_MAX_OPEN_DOCUMENTS, MAX_DOCUMENT_BYTES,
+    DocumentNotification, DocumentState, DocumentTable, Stamp, DEFAULT_MAX_OPEN_DOCUMENTS,
+    MAX_DOCUMENT_BYTES,
 };
 use super::handshake;
 use super::process::{ServerProcess, SpawnSpec, EXIT_GRACE};
-use crate::gate::{GateError, HostReply, Progress, ServerEntry, ServerState};
+use crate::gate::{GateError, HostCall, HostReply, Progress, ServerEntry, ServerState};
 use crate::jsonrpc::{ErrorObject, Limits};
 use crate::record::Recorder;
 use serde_json::value::RawValue;
@@ -459,21 +459,17 @@ impl Server {
     }
 
     /// Forwards one request, syncing the documents it names first.
-    pub async fn request(
-        self: &Arc<Self>,
-        method: &str,
-        params: Option<Box<RawValue>>,
-        cancel: CancellationToken,
-        wait_until_ready: Option<Duration>,
-    ) -> Result<HostReply, GateError> {
+    pub async fn request(self: &Arc<Self>, call: HostCall) -> Result<HostReply, GateError> {
+        let HostCall {
+            method,
+            params,
+            documents: named,
+            cancel,
+            wait_until_ready,
+            ..
+        } = call;
         self.ensure_started();
         let connection = self.await_accepting(wait_until_ready).await?;
-        let named = match &params {
-            Some(params) => serde_json::from_str::<Value>(params.get())
-                .map(|v| named_documents(&v))
-                .unwrap_or_default(),
-            None => Vec::new(),
-        };
         let first_open = self.docs().is_empty();
         let mut skipped = HashMap::new();
         for uri in &named {
@@ -496,7 +492,7 @@ impl Server {
                 })
                 .collect()
         };
-        let mut pending = connection.request(method, params.as_deref());
+        let mut pending = connection.request(&method, params.as_deref());
         let reply = tokio::select! {
             reply = &mut pending => reply,
             _ = cancel.cancelled() => cancelled(&mut pending).await,
