@@ -57,6 +57,7 @@
 //! | `position_encodings` | list of `"utf-8"`, `"utf-16"`, `"utf-32"` offered | `["utf-16"]` |
 //! | `language_id_by_extension` | table, extension → languageId | `{}` |
 //! | `watch_globs` | list of static `didChangeWatchedFiles` globs | `[]` |
+//! | `ready_when_quiescent` | boolean: `ready` only after `experimental/serverStatus` says quiescent | `false` |
 //! | `enabled` | boolean | `true` |
 //!
 //! Over an existing server, a given key replaces the old value, except `settings`,
@@ -158,6 +159,10 @@ pub struct ServerConfig {
     /// Static `workspace/didChangeWatchedFiles` globs.
     #[serde(default)]
     pub watch_globs: Vec<String>,
+    /// The server reports readiness with `experimental/serverStatus` (rust-analyzer): it
+    /// is `indexing` until a status says `quiescent`, since it answers empty while loading.
+    #[serde(default)]
+    pub ready_when_quiescent: bool,
     #[serde(default = "default_true")]
     pub enabled: bool,
 }
@@ -208,6 +213,7 @@ impl ServerConfig {
             position_encodings: default_position_encodings(),
             language_id_by_extension: BTreeMap::new(),
             watch_globs: Vec::new(),
+            ready_when_quiescent: false,
             enabled: true,
         }
     }
@@ -493,6 +499,7 @@ struct ServerPatch {
     position_encodings: Option<Vec<String>>,
     language_id_by_extension: Option<BTreeMap<String, String>>,
     watch_globs: Option<Vec<String>>,
+    ready_when_quiescent: Option<bool>,
     enabled: Option<bool>,
 }
 
@@ -1028,6 +1035,9 @@ fn apply_patch(
     if let Some(globs) = patch.watch_globs {
         server.watch_globs = globs;
     }
+    if let Some(quiescent) = patch.ready_when_quiescent {
+        server.ready_when_quiescent = quiescent;
+    }
     if let Some(enabled) = patch.enabled {
         server.enabled = enabled;
     }
@@ -1072,6 +1082,8 @@ fn builtin_servers() -> Vec<ServerConfig> {
     );
     // No `cargo check` on save: an agent saves often and the check competes for the CPU.
     rust.settings = json!({ "rust-analyzer": { "checkOnSave": false } });
+    // It answers `null`/`[]` while loading; only `quiescent: true` means answers are whole.
+    rust.ready_when_quiescent = true;
 
     // clangd keeps its default background index (needed for cross-file references); note
     // that it writes `.cache/clangd/index/` into the project.
@@ -1252,6 +1264,24 @@ mod tests {
         assert!(c.server("pylsp").is_some());
         assert!(c.skip_dirs.iter().any(|d| d == "node_modules"));
         assert_eq!(c.idle_grace_ms, 30_000);
+    }
+
+    #[test]
+    fn quiescence_readiness_is_on_for_rust_analyzer_and_configurable() {
+        let builtin = Config::builtin();
+        assert!(builtin
+            .server("rust-analyzer")
+            .is_some_and(|s| s.ready_when_quiescent));
+        assert!(builtin
+            .server("clangd")
+            .is_some_and(|s| !s.ready_when_quiescent));
+        let c = match parse("[servers.rust-analyzer]\nready_when_quiescent = false\n") {
+            Ok(c) => c,
+            Err(e) => panic!("{e}"),
+        };
+        assert!(c
+            .server("rust-analyzer")
+            .is_some_and(|s| !s.ready_when_quiescent));
     }
 
     #[test]

@@ -344,7 +344,7 @@ impl Server {
         let (busy, connected) = {
             let live = self.live();
             let waiting_for_quiescence =
-                self.spec.config.name == "rust-analyzer" && live.quiescent != Some(true);
+                self.spec.config.ready_when_quiescent && live.quiescent != Some(true);
             (
                 !live.progress.is_empty()
                     || waiting_for_quiescence
