@@ -366,7 +366,7 @@ fn on_message(
 mod tests {
     use super::*;
     use bytes::BytesMut;
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
     use tokio_util::codec::{Decoder, Encoder};
 
     struct Answers;
@@ -386,7 +386,7 @@ mod tests {
     }
 
     /// Reads frames written by the connection from the fake server's side.
-    async fn next_body(server_in: &mut tokio::io::DuplexStream, buf: &mut BytesMut) -> String {
+    async fn next_body(server_in: &mut DuplexStream, buf: &mut BytesMut) -> String {
         let mut codec = ContentLengthCodec::new(Limits::default());
         loop {
             if let Some(LspFrame::Message(body)) = codec.decode(buf).unwrap() {
@@ -397,7 +397,7 @@ mod tests {
         }
     }
 
-    async fn send(server_out: &mut tokio::io::DuplexStream, body: &str) {
+    async fn send(server_out: &mut DuplexStream, body: &str) {
         let mut out = BytesMut::new();
         ContentLengthCodec::new(Limits::default())
             .encode(body, &mut out)
@@ -405,18 +405,17 @@ mod tests {
         server_out.write_all(&out).await.unwrap();
     }
 
+    /// A connection to a scripted server: (connection, what the server reads, where it writes).
+    fn connect(limits: Limits) -> (Arc<Connection>, DuplexStream, DuplexStream) {
+        let (conn_out, server_in) = tokio::io::duplex(1 << 16);
+        let (server_out, conn_in) = tokio::io::duplex(1 << 16);
+        let conn = Connection::start("s", conn_in, conn_out, limits, Arc::new(Answers), None);
+        (conn, server_in, server_out)
+    }
+
     #[tokio::test]
     async fn routes_responses_and_answers_server_requests() {
-        let (conn_out, mut server_in) = tokio::io::duplex(1 << 16);
-        let (mut server_out, conn_in) = tokio::io::duplex(1 << 16);
-        let conn = Connection::start(
-            "s",
-            conn_in,
-            conn_out,
-            Limits::default(),
-            Arc::new(Answers),
-            None,
-        );
+        let (conn, mut server_in, mut server_out) = connect(Limits::default());
         let mut buf = BytesMut::new();
         let first = conn.request("a", None);
         let second = conn.request("b", None);
@@ -455,16 +454,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_dropped_request_is_cancelled_and_eof_closes_the_rest() {
-        let (conn_out, mut server_in) = tokio::io::duplex(1 << 16);
-        let (server_out, conn_in) = tokio::io::duplex(1 << 16);
-        let conn = Connection::start(
-            "s",
-            conn_in,
-            conn_out,
-            Limits::default(),
-            Arc::new(Answers),
-            None,
-        );
+        let (conn, mut server_in, server_out) = connect(Limits::default());
         let mut buf = BytesMut::new();
         let dropped = conn.request("slow", None);
         let kept = conn.request("other", None);
@@ -488,9 +478,7 @@ mod tests {
             max_lsp_frame: 64,
             ..Limits::default()
         };
-        let (conn_out, mut server_in) = tokio::io::duplex(1 << 16);
-        let (mut server_out, conn_in) = tokio::io::duplex(1 << 16);
-        let conn = Connection::start("s", conn_in, conn_out, limits, Arc::new(Answers), None);
+        let (conn, mut server_in, mut server_out) = connect(limits);
         let mut buf = BytesMut::new();
         let big = conn.request("big", None);
         let small = conn.request("small", None);
