@@ -759,6 +759,33 @@ async fn server_requests_are_answered_and_registrations_listed() {
     fake.finish().await;
 }
 
+/// 10b. Work-done progress drives `indexing` (with title and percentage) and
+///      its end drives `ready`.
+#[tokio::test]
+async fn work_done_progress_drives_indexing_then_ready() {
+    let fake = Fake::start("progress", |_, _| {}).await;
+    fake.wait_state("indexing", |s| s == ServerState::Indexing)
+        .await;
+    let entry = fake.entry().await;
+    assert_eq!(entry["state"], "indexing");
+    assert_eq!(entry["progress"]["title"], "Indexing");
+    // The server sent 12.5; LSP's uinteger is honoured by rounding down.
+    assert_eq!(entry["progress"]["percentage"], 12);
+
+    // Requests are forwarded while indexing.
+    let mut params = fake.request_params(None);
+    params["method"] = json!("fake/finishIndexing");
+    let answer = fake
+        .call(fake.next_request_id(), GateMethod::Request, params)
+        .await;
+    assert_eq!(answer["result"]["lspResult"], Value::Null, "{answer}");
+    fake.wait_ready().await;
+    let entry = fake.entry().await;
+    assert_eq!(entry["state"], "ready");
+    assert!(entry.get("progress").is_none(), "{entry}");
+    fake.finish().await;
+}
+
 /// 11. Cancelling an in-flight request tells the server and answers the agent.
 #[tokio::test]
 async fn cancelling_a_request_cancels_it_on_the_server() {

@@ -52,6 +52,9 @@
 //! * `slow` — delay each answer by `FAKE_LSP_DELAY_MS`.
 //! * `exit_after=<n>` — exit(5) right after answering the n-th request
 //!   (counting `initialize`).
+//! * `progress` — after `initialized`, begin work-done progress (token
+//!   `"fake-index"`, title `Indexing`, percentage `12.5`); a `fake/finishIndexing`
+//!   request reports 50 % and ends it before its answer.
 //!
 //! Hidden helper modes (used by tests, not by the proxy):
 //! * `sleep_forever` — do nothing until killed (the `fork_grandchild` grandchild).
@@ -284,6 +287,15 @@ impl<W: Write> Server<W> {
                 self.shutdown = true;
                 self.answer(&id, "null")
             }
+            "fake/finishIndexing" if self.mode.has("progress") => {
+                for value in [
+                    json!({"kind": "report", "percentage": 50}),
+                    json!({"kind": "end"}),
+                ] {
+                    self.progress(value)?;
+                }
+                self.answer(&id, "null")
+            }
             _ if self.stalled => {
                 self.held.push_back((id, method, params));
                 Ok(None)
@@ -308,8 +320,20 @@ impl<W: Write> Server<W> {
         }
     }
 
+    /// Sends `$/progress` on the `fake-index` token.
+    fn progress(&mut self, value: serde_json::Value) -> io::Result<()> {
+        let note = json!({"jsonrpc": "2.0", "method": "$/progress",
+                          "params": {"token": "fake-index", "value": value}});
+        write_message(&mut self.out, note.to_string().as_bytes())
+    }
+
     fn on_notification(&mut self, method: &str) -> io::Result<Option<i32>> {
         match method {
+            "initialized" if self.mode.has("progress") => {
+                let begin = json!({"kind": "begin", "title": "Indexing", "percentage": 12.5});
+                self.progress(begin)?;
+                Ok(None)
+            }
             "exit" if !self.mode.has("ignore_shutdown") => {
                 Ok(Some(if self.shutdown { 0 } else { 1 }))
             }

@@ -670,6 +670,38 @@ pub(crate) fn raw_json(value: &Value) -> Box<RawValue> {
     serde_json::value::to_raw_value(value).expect("BUG: a Value always serializes")
 }
 
+/// LSP says a uinteger; some servers send fractions.
+fn whole_percent(p: f64) -> u32 {
+    p.clamp(0.0, 100.0) as u32
+}
+
+/// `$/progress` params of work-done progress.
+#[derive(serde::Deserialize)]
+struct ProgressParams {
+    token: Value,
+    value: WorkDone,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+enum WorkDone {
+    Begin {
+        #[serde(default)]
+        title: String,
+        #[serde(default)]
+        message: Option<String>,
+        #[serde(default)]
+        percentage: Option<f64>,
+    },
+    Report {
+        #[serde(default)]
+        message: Option<String>,
+        #[serde(default)]
+        percentage: Option<f64>,
+    },
+    End {},
+}
+
 /// Answers the server's requests and takes its notifications.
 struct Handler {
     server: Weak<Server>,
@@ -769,54 +801,44 @@ impl ServerMessages for Handler {
         };
         match method {
             "$/progress" => {
-                let Some(params) = params.and_then(|p| serde_json::from_str::<Value>(p.get()).ok())
+                // Partial results also travel as $/progress, without a `kind`;
+                // they say nothing of readiness and do not parse here.
+                let Some(ProgressParams { token, value }) =
+                    params.and_then(|p| serde_json::from_str(p.get()).ok())
                 else {
                     return;
                 };
-                let token = params
-                    .get("token")
-                    .map(Value::to_string)
-                    .unwrap_or_default();
-                let value = params.get("value").cloned().unwrap_or(Value::Null);
+                let token = token.to_string();
                 {
                     let mut live = server.live();
-                    match value.get("kind").and_then(Value::as_str) {
-                        Some("begin") => {
+                    match value {
+                        WorkDone::Begin {
+                            title,
+                            message,
+                            percentage,
+                        } => {
                             live.progress.insert(
                                 token,
                                 Progress {
-                                    title: value
-                                        .get("title")
-                                        .and_then(Value::as_str)
-                                        .unwrap_or_default()
-                                        .to_string(),
-                                    message: value
-                                        .get("message")
-                                        .and_then(Value::as_str)
-                                        .map(str::to_string),
-                                    percentage: value
-                                        .get("percentage")
-                                        .and_then(Value::as_u64)
-                                        .map(|p| p as u32),
+                                    title,
+                                    message,
+                                    percentage: percentage.map(whole_percent),
                                 },
                             );
                         }
-                        Some("report") => {
+                        WorkDone::Report {
+                            message,
+                            percentage,
+                        } => {
                             if let Some(progress) = live.progress.get_mut(&token) {
-                                if let Some(message) = value.get("message").and_then(Value::as_str)
-                                {
-                                    progress.message = Some(message.to_string());
-                                }
-                                if let Some(p) = value.get("percentage").and_then(Value::as_u64) {
-                                    progress.percentage = Some(p as u32);
-                                }
+                                progress.message = message.or(progress.message.take());
+                                progress.percentage =
+                                    percentage.map(whole_percent).or(progress.percentage);
                             }
                         }
-                        Some("end") => {
+                        WorkDone::End {} => {
                             live.progress.remove(&token);
                         }
-                        // Partial results also travel as $/progress; they say nothing of readiness.
-                        _ => return,
                     }
                 }
                 server.update_readiness();
