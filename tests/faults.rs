@@ -500,7 +500,7 @@ async fn crash_loop_ends_in_failed_and_requests_fail_fast() {
     assert_eq!(entry["state"], "failed", "{entry}");
     assert_eq!(entry["restarts"], (MAX_CRASHES - 1) as u64, "{entry}");
     let last_error = entry["lastError"].as_str().unwrap_or_default();
-    assert!(last_error.contains("exit"), "{entry}");
+    assert!(last_error.contains("exit status: 4"), "{entry}");
 
     let started = Instant::now();
     let response = fake.request(None).await;

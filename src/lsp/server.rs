@@ -91,7 +91,6 @@ struct Live {
     diagnostics_order: VecDeque<String>,
     pid: Option<u32>,
     restarts: u32,
-    stderr_tail: String,
 }
 
 /// One language server and its supervisor.
@@ -275,9 +274,16 @@ impl Server {
         if let Some(failure) = failure {
             drop(connection);
             process.kill_group_now();
-            let _ = process.wait().await;
-            self.live().stderr_tail = process.stderr_tail();
-            return Some(with_stderr(failure, &process.stderr_tail()));
+            // A server that exited by itself keeps its own status; one that
+            // hung reports the kill.
+            let status = process
+                .wait()
+                .await
+                .map_or_else(|e| e.to_string(), |s| s.to_string());
+            return Some(with_stderr(
+                format!("{failure} ({status})"),
+                &process.stderr_tail(),
+            ));
         }
         connection.notify("initialized", Some(&raw_json(&json!({}))));
         if !is_empty_settings(&config.settings) {
@@ -295,10 +301,11 @@ impl Server {
         self.live().connection = None;
         match ended {
             Some(status) => {
-                let tail = process.stderr_tail();
-                self.live().stderr_tail = tail.clone();
                 let status = status.map_or_else(|e| e.to_string(), |s| s.to_string());
-                Some(with_stderr(format!("exited ({status})"), &tail))
+                Some(with_stderr(
+                    format!("exited ({status})"),
+                    &process.stderr_tail(),
+                ))
             }
             None => {
                 self.shutdown(&connection, &mut process, true).await;
