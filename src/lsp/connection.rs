@@ -54,6 +54,8 @@ pub struct Connection {
     pending: Arc<Pending>,
     next_id: AtomicU64,
     closed: CancellationToken,
+    /// Ends the server's stdin once what is queued has been written.
+    input_done: CancellationToken,
 }
 
 impl Connection {
@@ -76,17 +78,19 @@ impl Connection {
         let (writer, rx) = mpsc::unbounded_channel();
         let pending: Arc<Pending> = Arc::default();
         let closed = CancellationToken::new();
+        let input_done = CancellationToken::new();
         let connection = Arc::new(Connection {
             writer: writer.clone(),
             pending: Arc::clone(&pending),
             next_id: AtomicU64::new(1),
             closed: closed.clone(),
+            input_done: input_done.clone(),
         });
         let to_server = recorder
             .clone()
             .map(|r| (r, Direction::ProxyToServer(server_id.to_string())));
         let from_server = recorder.map(|r| (r, Direction::ServerToProxy(server_id.to_string())));
-        tokio::spawn(write_frames(stdin, rx, limits, to_server));
+        tokio::spawn(write_frames(stdin, rx, input_done, limits, to_server));
         tokio::spawn(read_frames(
             server_id.to_string(),
             stdout,
@@ -149,6 +153,13 @@ impl Connection {
             done: false,
             cancel_sent: false,
         }
+    }
+
+    /// Closes the server's stdin after everything already queued (e.g. `exit`):
+    /// servers that stop on end of input need not wait for a signal. The
+    /// reader's own handle on the queue would otherwise keep stdin open.
+    pub fn close_input(&self) {
+        self.input_done.cancel();
     }
 
     /// Tells the server to stop working on request `id`.
@@ -237,30 +248,36 @@ impl Drop for PendingRequest {
 async fn write_frames<W: AsyncWrite + Unpin>(
     stdin: W,
     mut rx: mpsc::UnboundedReceiver<Vec<u8>>,
+    input_done: CancellationToken,
     limits: Limits,
     recorder: Option<(Recorder, Direction)>,
 ) {
     let mut framed = FramedWrite::new(stdin, ContentLengthCodec::new(limits));
-    while let Some(body) = rx.recv().await {
-        if let Some((rec, dir)) = &recorder {
-            rec.message(dir, &body);
-        }
-        if framed.feed(body).await.is_err() {
-            return;
-        }
-        while let Ok(body) = rx.try_recv() {
+    loop {
+        // Queued messages win over the close, so `exit` leaves before end of input.
+        let first = tokio::select! {
+            biased;
+            body = rx.recv() => match body {
+                Some(body) => body,
+                None => break,
+            },
+            _ = input_done.cancelled() => break,
+        };
+        let mut next = Some(first);
+        while let Some(body) = next.take() {
             if let Some((rec, dir)) = &recorder {
                 rec.message(dir, &body);
             }
             if framed.feed(body).await.is_err() {
                 return;
             }
+            next = rx.try_recv().ok();
         }
         if SinkExt::<Vec<u8>>::flush(&mut framed).await.is_err() {
             return;
         }
     }
-    // All senders gone: closing stdin tells the server we are done.
+    // Closing stdin tells the server we are done.
     let _ = SinkExt::<Vec<u8>>::close(&mut framed).await;
 }
 
@@ -450,6 +467,28 @@ mod tests {
             answer,
             r#"{"jsonrpc":"2.0","id":7,"result":"answered workspace/configuration"}"#
         );
+    }
+
+    #[tokio::test]
+    async fn close_input_ends_stdin_after_what_is_queued() {
+        let (conn, mut server_in, _server_out) = connect(Limits::default());
+        conn.notify("exit", None);
+        conn.close_input();
+        let mut buf = BytesMut::new();
+        assert_eq!(
+            next_body(&mut server_in, &mut buf).await,
+            r#"{"jsonrpc":"2.0","method":"exit"}"#
+        );
+        // End of input follows, though the connection (and its reader) lives on.
+        let eof = tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            server_in.read_buf(&mut buf),
+        )
+        .await
+        .expect("stdin was not closed");
+        assert_eq!(eof.unwrap(), 0);
+        assert!(buf.is_empty());
+        assert!(!conn.is_closed());
     }
 
     #[tokio::test]

@@ -330,6 +330,7 @@ impl Server {
             // No params member at all: some servers ignore `"params": null`.
             connection.notify("exit", None);
         }
+        connection.close_input();
         let ended = process.terminate(EXIT_GRACE).await;
         tracing::debug!(server = %self.spec.config.name, ?ended, "language server stopped");
     }
