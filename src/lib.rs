@@ -7,3 +7,4 @@ pub mod gate;
 pub mod jsonrpc;
 pub mod lsp;
 pub mod record;
+pub mod watch;

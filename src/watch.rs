@@ -1,0 +1,498 @@
+//! Watching session roots for file changes, ignore-aware: each directory the
+//! walk keeps gets its own non-recursive OS watch (a recursive watch would
+//! also descend into `target/`, `node_modules/`, `.git/`). Raw events are
+//! coalesced over a short window and handed on as one batch of changes.
+
+use ignore::gitignore::{Gitignore, GitignoreBuilder};
+use notify::{Event, EventKind, RecommendedWatcher, RecursiveMode, Watcher as _};
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+/// How long events are gathered after the first one before a batch is handed on.
+pub const DEFAULT_COALESCE: Duration = Duration::from_millis(20);
+
+/// What happened to a path, as seen after the coalescing window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum FileChange {
+    Created,
+    Changed,
+    Deleted,
+}
+
+/// One batch of changes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WatchBatch {
+    /// Paths and what happened to them, sorted by path. A deleted directory is
+    /// reported once, for the directory.
+    Changes(Vec<(PathBuf, FileChange)>),
+    /// Events were lost (the OS queue overflowed): every file may have changed.
+    Rescan,
+}
+
+/// How to watch.
+#[derive(Debug, Clone)]
+pub struct WatchOptions {
+    /// Directory names never walked or reported (`.git`, `target`, …).
+    pub skip_dirs: Vec<String>,
+    pub coalesce: Duration,
+    /// Most directory watches to add (test hook for the OS limit); `None` = the OS decides.
+    pub max_watches: Option<usize>,
+}
+
+impl Default for WatchOptions {
+    fn default() -> Self {
+        WatchOptions {
+            skip_dirs: crate::lsp::config::DEFAULT_SKIP_DIRS
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+            coalesce: DEFAULT_COALESCE,
+            max_watches: None,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum WatchError {
+    #[error("cannot watch {path}: {source}")]
+    Notify {
+        path: PathBuf,
+        #[source]
+        source: notify::Error,
+    },
+}
+
+struct Shared {
+    root: PathBuf,
+    options: WatchOptions,
+    ignore: Gitignore,
+    watcher: Mutex<Option<RecommendedWatcher>>,
+    watched: Mutex<HashSet<PathBuf>>,
+    degraded: AtomicBool,
+}
+
+/// A watched root. Dropping it stops the watching.
+pub struct RootWatch {
+    shared: Arc<Shared>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for RootWatch {
+    fn drop(&mut self) {
+        self.task.abort();
+        // Dropping the OS watcher ends its thread and closes the raw event channel.
+        self.shared
+            .watcher
+            .lock()
+            .expect("BUG: watcher lock poisoned")
+            .take();
+    }
+}
+
+impl RootWatch {
+    /// Starts watching `root`; batches go to `sink`. Returns once every kept
+    /// directory has its watch (or the watch limit was hit: see [`RootWatch::degraded`]).
+    pub fn start(
+        root: &Path,
+        options: WatchOptions,
+        sink: mpsc::UnboundedSender<WatchBatch>,
+    ) -> Result<RootWatch, WatchError> {
+        let (raw_tx, raw_rx) = mpsc::unbounded_channel::<notify::Result<Event>>();
+        let watcher = notify::recommended_watcher(move |event| {
+            let _ = raw_tx.send(event);
+        })
+        .map_err(|source| WatchError::Notify {
+            path: root.to_path_buf(),
+            source,
+        })?;
+        let shared = Arc::new(Shared {
+            root: root.to_path_buf(),
+            ignore: root_ignore(root),
+            options,
+            watcher: Mutex::new(Some(watcher)),
+            watched: Mutex::new(HashSet::new()),
+            degraded: AtomicBool::new(false),
+        });
+        shared.watch_tree(root);
+        let task = tokio::spawn(coalesce(Arc::clone(&shared), raw_rx, sink));
+        Ok(RootWatch { shared, task })
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.shared.root
+    }
+
+    /// Whether some directories could not be watched (the OS watch limit).
+    /// Answers stay fresh through the check made before each request.
+    pub fn degraded(&self) -> bool {
+        self.shared.degraded.load(Ordering::Relaxed)
+    }
+
+    /// How many directories are watched.
+    pub fn watched_directories(&self) -> usize {
+        self.shared
+            .watched
+            .lock()
+            .expect("BUG: watched lock poisoned")
+            .len()
+    }
+}
+
+/// `.gitignore` and `.ignore` of the root, for events (the walk reads nested ones itself).
+fn root_ignore(root: &Path) -> Gitignore {
+    let mut builder = GitignoreBuilder::new(root);
+    for name in [".gitignore", ".ignore"] {
+        let path = root.join(name);
+        if path.is_file() {
+            let _ = builder.add(path);
+        }
+    }
+    builder.build().unwrap_or_else(|_| Gitignore::empty())
+}
+
+impl Shared {
+    fn skipped_name(&self, path: &Path) -> bool {
+        path.strip_prefix(&self.root).is_ok_and(|rel| {
+            rel.components().any(|c| {
+                let name = c.as_os_str().to_string_lossy();
+                name == ".git" || self.options.skip_dirs.iter().any(|s| *s == name)
+            })
+        })
+    }
+
+    fn ignored(&self, path: &Path, is_dir: bool) -> bool {
+        self.skipped_name(path)
+            || self
+                .ignore
+                .matched_path_or_any_parents(path, is_dir)
+                .is_ignore()
+    }
+
+    /// Walks `dir` ignore-aware and watches every directory kept. Returns the
+    /// files found (for a directory that appeared after the start).
+    fn watch_tree(&self, dir: &Path) -> Vec<PathBuf> {
+        let skip: HashSet<String> = self.options.skip_dirs.iter().cloned().collect();
+        let walk = ignore::WalkBuilder::new(dir)
+            .hidden(false)
+            .git_ignore(true)
+            .git_exclude(true)
+            .ignore(true)
+            .parents(true)
+            .require_git(false)
+            .filter_entry(move |entry| {
+                let name = entry.file_name().to_string_lossy();
+                !(entry.file_type().is_some_and(|t| t.is_dir())
+                    && (name == ".git" || skip.contains(name.as_ref())))
+            })
+            .build();
+        let mut files = Vec::new();
+        for entry in walk.flatten() {
+            if entry.file_type().is_some_and(|t| t.is_dir()) {
+                self.watch_dir(entry.path());
+            } else {
+                files.push(entry.into_path());
+            }
+        }
+        files
+    }
+
+    fn watch_dir(&self, dir: &Path) {
+        if self.degraded.load(Ordering::Relaxed) {
+            return;
+        }
+        let mut watched = self.watched.lock().expect("BUG: watched lock poisoned");
+        if watched.contains(dir) {
+            return;
+        }
+        if self
+            .options
+            .max_watches
+            .is_some_and(|max| watched.len() >= max)
+        {
+            self.degrade(dir, "the configured watch limit was reached");
+            return;
+        }
+        let mut watcher = self.watcher.lock().expect("BUG: watcher lock poisoned");
+        let Some(watcher) = watcher.as_mut() else {
+            return;
+        };
+        match watcher.watch(dir, RecursiveMode::NonRecursive) {
+            Ok(()) => {
+                watched.insert(dir.to_path_buf());
+            }
+            Err(e) if matches!(e.kind, notify::ErrorKind::MaxFilesWatch) => {
+                self.degrade(
+                    dir,
+                    "the OS watch limit (inotify max_user_watches) was reached",
+                );
+            }
+            // The directory vanished meanwhile: its parent reports that.
+            Err(e) => tracing::debug!(dir = %dir.display(), error = %e, "cannot watch"),
+        }
+    }
+
+    fn degrade(&self, dir: &Path, why: &str) {
+        if !self.degraded.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                root = %self.root.display(),
+                at = %dir.display(),
+                "file watching is degraded: {why}; changes are still found before each request"
+            );
+        }
+    }
+
+    fn forget_dir(&self, dir: &Path) {
+        self.watched
+            .lock()
+            .expect("BUG: watched lock poisoned")
+            .retain(|d| !d.starts_with(dir));
+    }
+}
+
+/// Gathers raw events for the coalescing window, then decides what each path
+/// went through by looking at the disk (an atomic save is a create or rename
+/// over the old name: it ends up `Changed`).
+async fn coalesce(
+    shared: Arc<Shared>,
+    mut raw: mpsc::UnboundedReceiver<notify::Result<Event>>,
+    sink: mpsc::UnboundedSender<WatchBatch>,
+) {
+    while let Some(first) = raw.recv().await {
+        let mut events = vec![first];
+        let window = tokio::time::sleep(shared.options.coalesce);
+        tokio::pin!(window);
+        loop {
+            tokio::select! {
+                _ = &mut window => break,
+                next = raw.recv() => match next {
+                    Some(event) => events.push(event),
+                    None => break,
+                },
+            }
+        }
+        let mut rescan = false;
+        // Path → whether some event said it was created.
+        let mut touched: BTreeMap<PathBuf, bool> = BTreeMap::new();
+        for event in events {
+            let event = match event {
+                Ok(event) => event,
+                Err(e) => {
+                    tracing::warn!(error = %e, "file watch error");
+                    continue;
+                }
+            };
+            if event.need_rescan() {
+                rescan = true;
+                continue;
+            }
+            let created = matches!(
+                event.kind,
+                EventKind::Create(_) | EventKind::Modify(notify::event::ModifyKind::Name(_))
+            );
+            if matches!(event.kind, EventKind::Access(_)) {
+                continue;
+            }
+            for path in event.paths {
+                *touched.entry(path).or_default() |= created;
+            }
+        }
+        if rescan {
+            shared.watch_tree(&shared.root.clone());
+            if sink.send(WatchBatch::Rescan).is_err() {
+                return;
+            }
+            continue;
+        }
+        let mut changes = Vec::new();
+        for (path, created) in touched {
+            match std::fs::metadata(&path) {
+                Ok(meta) if meta.is_dir() => {
+                    if shared.ignored(&path, true) || !created {
+                        continue;
+                    }
+                    // A new or moved-in directory: watch it, report its files.
+                    for file in shared.watch_tree(&path) {
+                        changes.push((file, FileChange::Created));
+                    }
+                }
+                Ok(_) => {
+                    if shared.ignored(&path, false) {
+                        continue;
+                    }
+                    let change = if created {
+                        FileChange::Created
+                    } else {
+                        FileChange::Changed
+                    };
+                    changes.push((path, change));
+                }
+                Err(_) => {
+                    // Created and gone within one window (an editor's temp file):
+                    // nothing to report.
+                    if created || shared.ignored(&path, false) {
+                        continue;
+                    }
+                    shared.forget_dir(&path);
+                    changes.push((path, FileChange::Deleted));
+                }
+            }
+        }
+        if changes.is_empty() {
+            continue;
+        }
+        changes.sort();
+        changes.dedup_by(|a, b| a.0 == b.0);
+        if sink.send(WatchBatch::Changes(changes)).is_err() {
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Longest wait for a batch in these tests.
+    const BATCH_TIMEOUT: Duration = Duration::from_secs(10);
+
+    struct Fixture {
+        dir: tempfile::TempDir,
+        root: PathBuf,
+        watch: RootWatch,
+        rx: mpsc::UnboundedReceiver<WatchBatch>,
+    }
+
+    fn fixture(options: WatchOptions) -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        std::fs::create_dir_all(root.join("src/deep")).unwrap();
+        std::fs::create_dir_all(root.join("target/debug")).unwrap();
+        std::fs::write(root.join("src/a.rs"), "a").unwrap();
+        std::fs::write(root.join(".gitignore"), "ignored/\n").unwrap();
+        std::fs::create_dir_all(root.join("ignored")).unwrap();
+        let (tx, rx) = mpsc::unbounded_channel();
+        let watch = RootWatch::start(&root, options, tx).unwrap();
+        Fixture {
+            dir,
+            root,
+            watch,
+            rx,
+        }
+    }
+
+    impl Fixture {
+        /// Changes until one batch mentions `path`.
+        async fn changes_for(&mut self, path: &Path) -> Vec<(PathBuf, FileChange)> {
+            loop {
+                let batch = tokio::time::timeout(BATCH_TIMEOUT, self.rx.recv())
+                    .await
+                    .expect("no batch in time")
+                    .expect("watch ended");
+                if let WatchBatch::Changes(changes) = batch {
+                    if changes.iter().any(|(p, _)| p == path) {
+                        return changes;
+                    }
+                }
+            }
+        }
+    }
+
+    fn change_of(changes: &[(PathBuf, FileChange)], path: &Path) -> Option<FileChange> {
+        changes.iter().find(|(p, _)| p == path).map(|(_, c)| *c)
+    }
+
+    #[tokio::test]
+    async fn watches_only_kept_directories() {
+        let f = fixture(WatchOptions::default());
+        // root, src, src/deep: not target/ (skip list) nor ignored/ (.gitignore).
+        assert_eq!(f.watch.watched_directories(), 3);
+        assert!(!f.watch.degraded());
+        drop(f.dir);
+    }
+
+    #[tokio::test]
+    async fn reports_create_change_atomic_save_and_delete() {
+        let mut f = fixture(WatchOptions::default());
+        let a = f.root.join("src/a.rs");
+        std::fs::write(&a, "changed").unwrap();
+        assert_eq!(
+            change_of(&f.changes_for(&a).await, &a),
+            Some(FileChange::Changed)
+        );
+
+        let b = f.root.join("src/deep/b.rs");
+        std::fs::write(&b, "new").unwrap();
+        assert_eq!(
+            change_of(&f.changes_for(&b).await, &b),
+            Some(FileChange::Created)
+        );
+
+        // Atomic save: write a temp file, rename it over the original.
+        let tmp = f.root.join("src/.a.rs.tmp");
+        std::fs::write(&tmp, "saved").unwrap();
+        std::fs::rename(&tmp, &a).unwrap();
+        let changes = f.changes_for(&a).await;
+        assert!(change_of(&changes, &a).is_some());
+        assert_eq!(change_of(&changes, &tmp), None, "{changes:?}");
+
+        std::fs::remove_file(&b).unwrap();
+        assert_eq!(
+            change_of(&f.changes_for(&b).await, &b),
+            Some(FileChange::Deleted)
+        );
+    }
+
+    #[tokio::test]
+    async fn a_new_directory_is_watched_and_its_files_reported() {
+        let mut f = fixture(WatchOptions::default());
+        // Built elsewhere, then moved in: one rename event for the directory.
+        let outside = f.dir.path().join("../").canonicalize().unwrap();
+        let staging = tempfile::tempdir_in(outside).unwrap();
+        std::fs::create_dir_all(staging.path().join("pkg")).unwrap();
+        std::fs::write(staging.path().join("pkg/m.rs"), "m").unwrap();
+        let pkg = f.root.join("src/pkg");
+        std::fs::rename(staging.path().join("pkg"), &pkg).unwrap();
+        let m = pkg.join("m.rs");
+        assert_eq!(
+            change_of(&f.changes_for(&m).await, &m),
+            Some(FileChange::Created)
+        );
+        // Now watched: a change inside is seen.
+        std::fs::write(&m, "m2").unwrap();
+        assert_eq!(
+            change_of(&f.changes_for(&m).await, &m),
+            Some(FileChange::Changed)
+        );
+    }
+
+    #[tokio::test]
+    async fn skipped_and_ignored_paths_are_not_reported() {
+        let mut f = fixture(WatchOptions::default());
+        std::fs::write(f.root.join("target/debug/x"), "x").unwrap();
+        std::fs::write(f.root.join("ignored/y"), "y").unwrap();
+        let marker = f.root.join("src/marker.rs");
+        std::fs::write(&marker, "m").unwrap();
+        let changes = f.changes_for(&marker).await;
+        assert!(
+            changes
+                .iter()
+                .all(|(p, _)| !p.starts_with(f.root.join("target"))
+                    && !p.starts_with(f.root.join("ignored"))),
+            "{changes:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn the_watch_limit_degrades_visibly() {
+        let f = fixture(WatchOptions {
+            max_watches: Some(1),
+            ..WatchOptions::default()
+        });
+        assert!(f.watch.degraded());
+        assert_eq!(f.watch.watched_directories(), 1);
+    }
+}
