@@ -156,6 +156,7 @@ async fn proxy(
         RegistryOptions {
             lazy,
             recorder: recorder.clone(),
+            max_watches: None,
         },
     );
     let gate = Gate::new(Arc::clone(&registry), gate_config);

@@ -475,6 +475,7 @@ impl Harness {
             RegistryOptions {
                 lazy: false,
                 recorder: Some(recorder.clone()),
+                max_watches: None,
             },
         );
         let gate = Gate::new(Arc::clone(&registry), GateConfig::default());

@@ -189,6 +189,23 @@ impl DocumentTable {
         out
     }
 
+    /// Open documents at or below `path` (a deleted directory closes them all).
+    pub fn open_under(&self, path: &std::path::Path) -> Vec<(String, PathBuf)> {
+        self.docs
+            .iter()
+            .filter(|(_, d)| d.path.starts_with(path))
+            .map(|(uri, d)| (uri.clone(), d.path.clone()))
+            .collect()
+    }
+
+    /// Every open document.
+    pub fn open_documents(&self) -> Vec<(String, PathBuf)> {
+        self.docs
+            .iter()
+            .map(|(uri, d)| (uri.clone(), d.path.clone()))
+            .collect()
+    }
+
     pub fn is_open(&self, uri: &str) -> bool {
         self.docs.contains_key(uri)
     }

@@ -8,3 +8,4 @@ pub mod handshake;
 pub mod process;
 pub mod registry;
 pub mod server;
+pub mod watchers;

@@ -8,11 +8,12 @@ use super::server::{Server, ServerSpec};
 use crate::gate::{GateError, HostCall, HostReply, LspHost, Route, ServerEntry, Session};
 use crate::jsonrpc::Limits;
 use crate::record::Recorder;
+use crate::watch::{FileChange, RootWatch, WatchBatch, WatchOptions};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 
 /// Namespace of acp-lsp's server ids.
 const SERVER_ID_NAMESPACE: uuid::Uuid = uuid::Uuid::from_bytes([
@@ -36,6 +37,14 @@ pub struct RegistryOptions {
     /// Start servers on first use rather than when a session opens.
     pub lazy: bool,
     pub recorder: Option<Recorder>,
+    /// Most directory watches per root (tests use it to reach the limit); `None` = the OS's.
+    pub max_watches: Option<usize>,
+}
+
+/// A watched session root and the sessions that use it.
+struct WatchedRoot {
+    watch: RootWatch,
+    sessions: HashSet<String>,
 }
 
 type Detection = watch::Receiver<Option<Arc<Vec<String>>>>;
@@ -56,6 +65,8 @@ pub struct Registry {
     tables: RwLock<Tables>,
     /// Idle-stop timers by server id, replaced when a session comes back.
     idle: Mutex<HashMap<String, tokio::task::JoinHandle<()>>>,
+    /// Watched roots by canonical path, shared by the sessions that name them.
+    watches: Mutex<HashMap<PathBuf, WatchedRoot>>,
 }
 
 impl Registry {
@@ -70,6 +81,7 @@ impl Registry {
                 users: HashMap::new(),
             }),
             idle: Mutex::new(HashMap::new()),
+            watches: Mutex::new(HashMap::new()),
         })
     }
 
@@ -124,6 +136,7 @@ impl Registry {
         let mut config = self.config.clone();
         for root in session.roots() {
             let root = root.canonicalize().unwrap_or_else(|_| root.clone());
+            self.watch_root(&root, session.id());
             if let Err(e) = config.load_project(&root) {
                 tracing::warn!(error = %e, "ignoring the project's config file");
             }
@@ -160,6 +173,54 @@ impl Registry {
         ids
     }
 
+    /// Watches `root` for `session` (one watch per root, shared).
+    fn watch_root(self: &Arc<Self>, root: &Path, session: &str) {
+        let mut watches = self.watches.lock().expect("BUG: watches lock poisoned");
+        if let Some(watched) = watches.get_mut(root) {
+            watched.sessions.insert(session.to_string());
+            return;
+        }
+        let options = WatchOptions {
+            skip_dirs: self.config.skip_dirs.clone(),
+            max_watches: self.options.max_watches,
+            ..WatchOptions::default()
+        };
+        let (tx, rx) = mpsc::unbounded_channel();
+        match RootWatch::start(root, options, tx) {
+            Ok(watch) => {
+                tokio::spawn(dispatch(Arc::downgrade(self), root.to_path_buf(), rx));
+                watches.insert(
+                    root.to_path_buf(),
+                    WatchedRoot {
+                        watch,
+                        sessions: HashSet::from([session.to_string()]),
+                    },
+                );
+            }
+            // Without a watch, the check before each request still keeps
+            // answers fresh.
+            Err(e) => tracing::warn!(root = %root.display(), error = %e, "not watching"),
+        }
+    }
+
+    fn unwatch_session(&self, session: &str) {
+        let mut watches = self.watches.lock().expect("BUG: watches lock poisoned");
+        watches.retain(|_, watched| {
+            watched.sessions.remove(session);
+            !watched.sessions.is_empty()
+        });
+    }
+
+    /// Watched roots whose watching is degraded, that contain `root`.
+    fn degraded_roots_over(&self, root: &Path) -> Vec<String> {
+        let watches = self.watches.lock().expect("BUG: watches lock poisoned");
+        watches
+            .iter()
+            .filter(|(watched, w)| w.watch.degraded() && root.starts_with(watched))
+            .map(|(watched, _)| watched.display().to_string())
+            .collect()
+    }
+
     /// Stops every server and waits for them.
     pub async fn shutdown(&self) {
         let servers = self.all_servers();
@@ -172,11 +233,18 @@ impl LspHost for Registry {
         let Some(ids) = self.session_servers(session.id()).await else {
             return Vec::new();
         };
-        let tables = self.read();
-        let mut entries: Vec<ServerEntry> = ids
+        let servers: Vec<Arc<Server>> = {
+            let tables = self.read();
+            ids.iter()
+                .filter_map(|id| tables.servers.get(id).cloned())
+                .collect()
+        };
+        let mut entries: Vec<ServerEntry> = servers
             .iter()
-            .filter_map(|id| tables.servers.get(id))
-            .map(|s| s.entry())
+            .map(|s| ServerEntry {
+                degraded_roots: self.degraded_roots_over(&s.spec().root),
+                ..s.entry()
+            })
             .collect();
         entries.sort_by(|a, b| (&a.name, &a.root).cmp(&(&b.name, &b.root)));
         entries
@@ -229,6 +297,7 @@ impl LspHost for Registry {
     }
 
     fn session_closed(self: &Arc<Self>, session: &Arc<Session>) {
+        self.unwatch_session(session.id());
         let orphaned: Vec<String> = {
             let mut tables = self.write();
             tables.sessions.remove(session.id());
@@ -275,6 +344,40 @@ impl LspHost for Registry {
         for id in ids.iter().flat_map(|ids| ids.iter()) {
             if let Some(server) = self.server(id) {
                 server.text_written(path, text);
+            }
+        }
+    }
+}
+
+/// Hands a root's change batches to the servers below it, in order.
+async fn dispatch(
+    registry: Weak<Registry>,
+    root: PathBuf,
+    mut batches: mpsc::UnboundedReceiver<WatchBatch>,
+) {
+    while let Some(batch) = batches.recv().await {
+        let Some(registry) = registry.upgrade() else {
+            return;
+        };
+        let servers = registry.all_servers();
+        match batch {
+            WatchBatch::Changes(changes) => {
+                for server in servers {
+                    let server_root = &server.spec().root;
+                    let theirs: Vec<(PathBuf, FileChange)> = changes
+                        .iter()
+                        .filter(|(path, _)| path.starts_with(server_root))
+                        .cloned()
+                        .collect();
+                    if !theirs.is_empty() {
+                        server.on_file_changes(&theirs).await;
+                    }
+                }
+            }
+            WatchBatch::Rescan => {
+                for server in servers.iter().filter(|s| s.spec().root.starts_with(&root)) {
+                    server.rescan().await;
+                }
             }
         }
     }

@@ -10,9 +10,11 @@ use super::documents::{
 };
 use super::handshake;
 use super::process::{ServerProcess, SpawnSpec, EXIT_GRACE};
+use super::watchers::FileWatchers;
 use crate::gate::{GateError, HostCall, HostReply, Progress, ServerEntry, ServerState};
 use crate::jsonrpc::{ErrorObject, Limits};
 use crate::record::Recorder;
+use crate::watch::FileChange;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 use std::collections::{HashMap, VecDeque};
@@ -507,6 +509,8 @@ impl Server {
         };
         let id = self.spec.server_id.clone();
         match reply {
+            // The answer is about text that no longer exists.
+            Reply::Result(_) if self.changed_since(&documents) => Err(GateError::ContentModified),
             Reply::Result(result) => Ok(HostReply {
                 result,
                 meta: meta_documents(&documents),
@@ -515,6 +519,56 @@ impl Server {
             Reply::TooLarge { declared } => Err(GateError::ResponseTooLarge { declared }),
             Reply::Closed if cancel.is_cancelled() => Err(GateError::Cancelled),
             Reply::Closed => Err(GateError::ServerExited { server_id: id }),
+        }
+    }
+
+    /// Whether any of `documents` is at another version (or closed) on the
+    /// server now than when the request was sent.
+    fn changed_since(&self, documents: &[DocumentState]) -> bool {
+        let docs = self.docs();
+        documents
+            .iter()
+            .filter(|d| d.version.is_some())
+            .any(|d| docs.state(&d.uri).version != d.version)
+    }
+
+    /// Disk changes below the server's root: open documents are synced again
+    /// (or closed when gone), and changes that match the server's file
+    /// watchers are sent as one `workspace/didChangeWatchedFiles`.
+    pub async fn on_file_changes(&self, changes: &[(PathBuf, FileChange)]) {
+        let Some(connection) = self.live().connection.clone() else {
+            // Not running: a (re)start reads everything from disk anyway.
+            return;
+        };
+        let affected: Vec<(String, PathBuf)> = {
+            let docs = self.docs();
+            changes
+                .iter()
+                .flat_map(|(path, _)| docs.open_under(path))
+                .collect()
+        };
+        for (uri, path) in affected {
+            self.sync_document(&connection, &uri, &path).await;
+        }
+        let watchers = FileWatchers::new(&self.live().registrations, &self.spec.config.watch_globs);
+        if watchers.is_empty() {
+            return;
+        }
+        let events = watchers.events(&self.spec.root, changes);
+        if !events.is_empty() {
+            let params = json!({ "changes": events });
+            connection.notify("workspace/didChangeWatchedFiles", Some(&raw_json(&params)));
+        }
+    }
+
+    /// Events were lost: check every open document against the disk.
+    pub async fn rescan(&self) {
+        let Some(connection) = self.live().connection.clone() else {
+            return;
+        };
+        let open = self.docs().open_documents();
+        for (uri, path) in open {
+            self.sync_document(&connection, &uri, &path).await;
         }
     }
 
