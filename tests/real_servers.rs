@@ -11,6 +11,7 @@
 
 mod support;
 
+use support::copy_tree;
 use support::procfs::{group_members, process_alive};
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -768,18 +769,4 @@ fn write_compile_commands(root: &Path) {
         serde_json::to_string_pretty(&commands).expect("a Value serializes"),
     )
     .expect("write compile_commands.json");
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    for entry in std::fs::read_dir(from).unwrap_or_else(|e| panic!("read {}: {e}", from.display()))
-    {
-        let entry = entry.expect("read a directory entry");
-        let target = to.join(entry.file_name());
-        if entry.file_type().expect("file type").is_dir() {
-            std::fs::create_dir_all(&target).expect("create a directory");
-            copy_tree(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).expect("copy a fixture file");
-        }
-    }
 }

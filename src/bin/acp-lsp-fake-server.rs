@@ -52,6 +52,8 @@
 //! * `slow` — delay each answer by `FAKE_LSP_DELAY_MS`.
 //! * `exit_after=<n>` — exit(5) right after answering the n-th request
 //!   (counting `initialize`).
+//! * `diagnostics` — after each `didOpen`/`didChange`, publish diagnostics for
+//!   that version: one error per line containing `error`.
 //! * `progress` — after `initialized`, begin work-done progress (token
 //!   `"fake-index"`, title `Indexing`, percentage `12.5`); a `fake/finishIndexing`
 //!   request reports 50 % and ends it before its answer.
@@ -239,7 +241,12 @@ impl<W: Write> Server<W> {
         let Incoming { id, method, params } = message;
         match (method, id) {
             (Some(method), Some(id)) => self.on_request(id, method, params),
-            (Some(method), None) => self.on_notification(&method),
+            (Some(method), None) => {
+                if self.mode.has("diagnostics") {
+                    self.publish_diagnostics(&method, params.as_deref())?;
+                }
+                self.on_notification(&method)
+            }
             (None, Some(id)) => {
                 if let Ok(id) = serde_json::from_str::<String>(id.get()) {
                     self.pending_answers.remove(&id);
@@ -318,6 +325,38 @@ impl<W: Write> Server<W> {
                 self.answer(&id, &result)
             }
         }
+    }
+
+    /// `diagnostics` mode: after each didOpen/didChange, one diagnostic per
+    /// line that contains `error`, for that version.
+    fn publish_diagnostics(&mut self, method: &str, params: Option<&RawValue>) -> io::Result<()> {
+        if !matches!(method, "textDocument/didOpen" | "textDocument/didChange") {
+            return Ok(());
+        }
+        let Some(params) =
+            params.and_then(|p| serde_json::from_str::<serde_json::Value>(p.get()).ok())
+        else {
+            return Ok(());
+        };
+        let document = &params["textDocument"];
+        let text = document["text"]
+            .as_str()
+            .or_else(|| params["contentChanges"][0]["text"].as_str())
+            .unwrap_or_default();
+        let diagnostics: Vec<serde_json::Value> = text
+            .lines()
+            .enumerate()
+            .filter(|(_, line)| line.contains("error"))
+            .map(|(n, line)| {
+                json!({"range": {"start": {"line": n, "character": 0},
+                                 "end": {"line": n, "character": line.len()}},
+                       "severity": 1, "message": line})
+            })
+            .collect();
+        let note = json!({"jsonrpc": "2.0", "method": "textDocument/publishDiagnostics",
+                          "params": {"uri": document["uri"], "version": document["version"],
+                                     "diagnostics": diagnostics}});
+        write_message(&mut self.out, note.to_string().as_bytes())
     }
 
     /// Sends `$/progress` on the `fake-index` token.

@@ -7,11 +7,15 @@ pub const SERVERS_METHODS: &[&str] = &["lsp/servers", "_lsp/servers", "_zed.dev/
 /// See [`SERVERS_METHODS`].
 pub const REQUEST_METHODS: &[&str] = &["lsp/request", "_lsp/request", "_zed.dev/lsp/request"];
 
+/// acp-lsp's extension: the latest diagnostics (rfd section 12).
+pub const DIAGNOSTICS_METHODS: &[&str] = &["_acp-lsp/diagnostics"];
+
 /// One of the gate's own ACP methods.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GateMethod {
     Servers,
     Request,
+    Diagnostics,
 }
 
 impl GateMethod {
@@ -21,6 +25,8 @@ impl GateMethod {
             Some(GateMethod::Servers)
         } else if REQUEST_METHODS.contains(&method) {
             Some(GateMethod::Request)
+        } else if DIAGNOSTICS_METHODS.contains(&method) {
+            Some(GateMethod::Diagnostics)
         } else {
             None
         }
@@ -221,6 +227,10 @@ mod tests {
         for m in REQUEST_METHODS {
             assert_eq!(GateMethod::from_acp(m), Some(GateMethod::Request));
         }
+        assert_eq!(
+            GateMethod::from_acp("_acp-lsp/diagnostics"),
+            Some(GateMethod::Diagnostics)
+        );
         assert_eq!(GateMethod::from_acp("lsp/other"), None);
         assert_eq!(GateMethod::from_acp("session/new"), None);
     }

@@ -171,6 +171,19 @@ pub trait LspHost: Send + Sync + 'static {
     /// must take the text in synchronously: the agent's next `lsp/request`
     /// has to see it.
     fn text_written(&self, _session: &Arc<Session>, _path: &std::path::Path, _text: &str) {}
+
+    /// `_acp-lsp/diagnostics`: the latest published diagnostics of the session's
+    /// servers, as `textDocument/publishDiagnostics` params with `serverId` and
+    /// `fresh` added. With `documents`, only those, each first synced from disk
+    /// and waited for (up to `wait`) until a publish reflects its text.
+    fn diagnostics(
+        &self,
+        _session: &Session,
+        _documents: Vec<(String, std::path::PathBuf)>,
+        _wait: Duration,
+    ) -> impl Future<Output = Result<Vec<Box<RawValue>>, GateError>> + Send {
+        async { Ok(Vec::new()) }
+    }
 }
 
 /// Configuration of the gate itself.
@@ -212,6 +225,17 @@ struct RequestParams<'a> {
     params: Option<&'a RawValue>,
     #[serde(default)]
     wait_until_ready: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct DiagnosticsParams<'a> {
+    #[serde(borrow)]
+    session_id: Cow<'a, str>,
+    #[serde(default)]
+    uris: Option<Vec<String>>,
+    #[serde(default)]
+    wait_ms: Option<u64>,
 }
 
 #[derive(Serialize)]
@@ -296,6 +320,10 @@ impl<H: LspHost> Gate<H> {
                     .await
                     .map(|result| HostReply { result, meta: None }),
                 GateMethod::Request => gate.request(params.as_deref(), token).await,
+                GateMethod::Diagnostics => gate
+                    .diagnostics(params.as_deref())
+                    .await
+                    .map(|result| HostReply { result, meta: None }),
             };
             if method == GateMethod::Request {
                 gate.in_flight
@@ -352,6 +380,48 @@ impl<H: LspHost> Gate<H> {
             available_methods: methods::FORWARDED,
         };
         to_raw(&result).map_err(|e| (e, None))
+    }
+
+    /// `_acp-lsp/diagnostics {sessionId, uris?, waitMs?}` → `{diagnostics: [...]}`.
+    pub async fn diagnostics(
+        &self,
+        params: Option<&RawValue>,
+    ) -> Result<Box<RawValue>, (GateError, Option<String>)> {
+        let fail = |e: GateError| (e, None);
+        self.check_shape(params).map_err(fail)?;
+        let params = params.expect("BUG: check_shape rejects missing params");
+        let parsed: DiagnosticsParams = serde_json::from_str(params.get())
+            .map_err(|e| fail(GateError::InvalidParams(e.to_string())))?;
+        let session = self
+            .sessions
+            .get(&parsed.session_id)
+            .ok_or_else(|| fail(GateError::UnknownSession(parsed.session_id.to_string())))?;
+        let mut documents = Vec::new();
+        for uri in parsed.uris.unwrap_or_default() {
+            let path = session
+                .confinement()
+                .check_uri(&uri)
+                .map_err(|e| fail(e.into()))?
+                .ok_or_else(|| {
+                    fail(GateError::InvalidParams(format!("{uri} is not a file URI")))
+                })?;
+            documents.push((uri, path));
+        }
+        let wait = Duration::from_millis(parsed.wait_ms.unwrap_or(0)).min(MAX_WAIT_UNTIL_READY);
+        let entries = self
+            .host
+            .diagnostics(&session, documents, wait)
+            .await
+            .map_err(fail)?;
+        let mut text = String::from("{\"diagnostics\":[");
+        for (i, entry) in entries.iter().enumerate() {
+            if i > 0 {
+                text.push(',');
+            }
+            text.push_str(entry.get());
+        }
+        text.push_str("]}");
+        RawValue::from_string(text).map_err(|e| fail(GateError::Internal(e.to_string())))
     }
 
     /// `lsp/request`. On error, also returns the LSP method when it was known.

@@ -9,6 +9,7 @@ use crate::gate::{GateError, HostCall, HostReply, LspHost, Route, ServerEntry, S
 use crate::jsonrpc::Limits;
 use crate::record::Recorder;
 use crate::watch::{FileChange, RootWatch, WatchBatch, WatchOptions};
+use serde_json::value::RawValue;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock, Weak};
@@ -333,6 +334,37 @@ impl LspHost for Registry {
                 old.abort();
             }
         }
+    }
+
+    async fn diagnostics(
+        &self,
+        session: &Session,
+        documents: Vec<(String, PathBuf)>,
+        wait: Duration,
+    ) -> Result<Vec<Box<RawValue>>, GateError> {
+        let ids = self.session_servers(session.id()).await.unwrap_or_default();
+        let servers: Vec<Arc<Server>> = ids.iter().filter_map(|id| self.server(id)).collect();
+        if documents.is_empty() {
+            return Ok(servers.iter().flat_map(|s| s.diagnostics()).collect());
+        }
+        // Every (document, server that handles its extension), waited for together.
+        let waits = documents.iter().flat_map(|(uri, path)| {
+            let extension = path
+                .extension()
+                .map(|e| e.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            servers
+                .iter()
+                .filter(move |s| s.spec().config.handles_extension(&extension))
+                .map(move |s| s.fresh_diagnostics(uri, path, wait))
+        });
+        let mut entries = Vec::new();
+        for outcome in futures::future::join_all(waits).await {
+            if let Some(entry) = outcome? {
+                entries.push(entry);
+            }
+        }
+        Ok(entries)
     }
 
     fn text_written(&self, session: &Arc<Session>, path: &Path, text: &str) {

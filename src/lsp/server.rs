@@ -12,6 +12,7 @@ use super::handshake;
 use super::process::{ServerProcess, SpawnSpec, EXIT_GRACE};
 use super::watchers::FileWatchers;
 use crate::gate::{GateError, HostCall, HostReply, Progress, ServerEntry, ServerState};
+use crate::jsonrpc::object::RawObject;
 use crate::jsonrpc::{ErrorObject, Limits};
 use crate::record::Recorder;
 use crate::watch::FileChange;
@@ -70,6 +71,15 @@ pub struct Status {
     pub last_error: Option<String>,
 }
 
+/// The latest `textDocument/publishDiagnostics` for one document.
+#[derive(Debug, Clone)]
+struct Published {
+    /// The notification's params, verbatim.
+    params: Box<RawValue>,
+    version: Option<i32>,
+    sequence: u64,
+}
+
 /// A dynamic registration (`client/registerCapability`).
 #[derive(Debug, Clone)]
 pub struct Registration {
@@ -89,8 +99,13 @@ struct Live {
     progress: HashMap<String, Progress>,
     /// rust-analyzer's `experimental/serverStatus`: `Some(true)` once quiescent.
     quiescent: Option<bool>,
-    diagnostics: HashMap<String, Box<RawValue>>,
+    diagnostics: HashMap<String, Published>,
     diagnostics_order: VecDeque<String>,
+    /// Orders document sends and diagnostic publishes: a publish with a higher
+    /// sequence number than a document's last send was made after the server saw it.
+    sequence: u64,
+    /// Document URI → sequence number of its last didOpen/didChange.
+    sent: HashMap<String, u64>,
     pid: Option<u32>,
     restarts: u32,
 }
@@ -105,6 +120,8 @@ pub struct Server {
     documents: Mutex<DocumentTable>,
     stop: CancellationToken,
     started: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// Bumped on every diagnostics publish, for waiters.
+    published: watch::Sender<u64>,
 }
 
 impl Server {
@@ -121,6 +138,7 @@ impl Server {
             documents: Mutex::new(DocumentTable::new(DEFAULT_MAX_OPEN_DOCUMENTS)),
             stop: CancellationToken::new(),
             started: Mutex::new(None),
+            published: watch::channel(0).0,
         })
     }
 
@@ -668,17 +686,68 @@ impl Server {
                     json!({"textDocument": {"uri": uri}}),
                 ),
             };
+            if let Some(uri) = params["textDocument"]["uri"].as_str() {
+                let mut live = self.live();
+                live.sequence += 1;
+                let sequence = live.sequence;
+                live.sent.insert(uri.to_string(), sequence);
+            }
             connection.notify(method, Some(&raw_json(&params)));
         }
     }
 
-    /// The latest published diagnostics, by document URI.
-    pub fn diagnostics(&self) -> Vec<(String, Box<RawValue>)> {
+    /// The latest diagnostics of every document, each marked `fresh` when the
+    /// server published them after it last got the document's text.
+    pub fn diagnostics(&self) -> Vec<Box<RawValue>> {
+        let docs = self.docs();
         let live = self.live();
         live.diagnostics
             .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
+            .map(|(uri, published)| self.render(published, is_fresh(&docs, &live, uri)))
             .collect()
+    }
+
+    /// Diagnostics of one document that reflect its current text: opens or
+    /// syncs it from disk, then waits up to `wait` for a publish made after
+    /// that. `None` when the server published nothing for it.
+    pub async fn fresh_diagnostics(
+        self: &Arc<Self>,
+        uri: &str,
+        path: &Path,
+        wait: Duration,
+    ) -> Result<Option<Box<RawValue>>, GateError> {
+        self.ensure_started();
+        let connection = self.await_accepting(None).await?;
+        self.sync_document(&connection, uri, path).await;
+        let mut published = self.published.subscribe();
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            {
+                let docs = self.docs();
+                let live = self.live();
+                let fresh = is_fresh(&docs, &live, uri);
+                if fresh || tokio::time::Instant::now() >= deadline {
+                    return Ok(live.diagnostics.get(uri).map(|p| self.render(p, fresh)));
+                }
+            }
+            if tokio::time::timeout_at(deadline, published.changed())
+                .await
+                .is_err()
+            {
+                // Deadline: the loop answers with what there is, marked stale.
+                continue;
+            }
+        }
+    }
+
+    /// A publish's params with `serverId` and `fresh` added.
+    fn render(&self, published: &Published, fresh: bool) -> Box<RawValue> {
+        let Ok(mut object) = RawObject::parse(&published.params) else {
+            return published.params.clone();
+        };
+        object.set("serverId", json!(self.spec.server_id).to_string());
+        object.set("fresh", fresh.to_string());
+        RawValue::from_string(object.to_json()).unwrap_or_else(|_| published.params.clone())
     }
 
     pub fn registrations(&self) -> Vec<Registration> {
@@ -730,6 +799,22 @@ fn is_empty_settings(settings: &Value) -> bool {
 
 pub(crate) fn raw_json(value: &Value) -> Box<RawValue> {
     serde_json::value::to_raw_value(value).expect("BUG: a Value always serializes")
+}
+
+/// Whether the latest publish for `uri` reflects the text the server last got:
+/// it names that version, or (servers that send no version) came after it.
+/// Locks: documents, then live state (the order every caller uses).
+fn is_fresh(docs: &DocumentTable, live: &Live, uri: &str) -> bool {
+    let Some(published) = live.diagnostics.get(uri) else {
+        return false;
+    };
+    match (published.version, docs.state(uri).version) {
+        (Some(published), Some(current)) => published == current,
+        _ => live
+            .sent
+            .get(uri)
+            .is_none_or(|sent| published.sequence > *sent),
+    }
 }
 
 /// LSP says a uinteger; some servers send fractions.
@@ -915,25 +1000,32 @@ impl ServerMessages for Handler {
             "textDocument/publishDiagnostics" => {
                 let Some(params) = params else { return };
                 #[derive(serde::Deserialize)]
-                struct Uri {
+                struct Target {
                     uri: String,
+                    #[serde(default)]
+                    version: Option<i32>,
                 }
-                let Ok(Uri { uri }) = serde_json::from_str(params.get()) else {
+                let Ok(Target { uri, version }) = serde_json::from_str(params.get()) else {
                     return;
                 };
-                let mut live = server.live();
-                if live
-                    .diagnostics
-                    .insert(uri.clone(), params.to_owned())
-                    .is_none()
                 {
-                    live.diagnostics_order.push_back(uri);
-                    while live.diagnostics_order.len() > MAX_DIAGNOSTIC_DOCUMENTS {
-                        if let Some(old) = live.diagnostics_order.pop_front() {
-                            live.diagnostics.remove(&old);
+                    let mut live = server.live();
+                    live.sequence += 1;
+                    let published = Published {
+                        params: params.to_owned(),
+                        version,
+                        sequence: live.sequence,
+                    };
+                    if live.diagnostics.insert(uri.clone(), published).is_none() {
+                        live.diagnostics_order.push_back(uri);
+                        while live.diagnostics_order.len() > MAX_DIAGNOSTIC_DOCUMENTS {
+                            if let Some(old) = live.diagnostics_order.pop_front() {
+                                live.diagnostics.remove(&old);
+                            }
                         }
                     }
                 }
+                server.published.send_modify(|n| *n += 1);
             }
             "window/logMessage" | "window/showMessage" => {
                 tracing::debug!(server = %server.spec.config.name, message = params.map(RawValue::get).unwrap_or(""), "{method}");
