@@ -6,5 +6,6 @@ pub mod acp;
 pub mod gate;
 pub mod jsonrpc;
 pub mod lsp;
+pub mod oneshot;
 pub mod record;
 pub mod watch;

@@ -4,6 +4,7 @@ use acp_lsp::acp::relay::{self, LspMode, RelayEnd, RelayOptions};
 use acp_lsp::gate::{Gate, GateConfig};
 use acp_lsp::lsp::config::Config;
 use acp_lsp::lsp::registry::{Registry, RegistryOptions};
+use acp_lsp::oneshot::{params_file, OneShot};
 use acp_lsp::record::Recorder;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
@@ -58,6 +59,26 @@ enum Command {
         #[arg(required = true, last = true)]
         agent: Vec<String>,
     },
+    /// Send one LSP request through the gate and print the server's raw result.
+    ///
+    /// PARAMS_JSON is the LSP params; positions in it are zero-based, in the
+    /// server's position encoding (UTF-16 unless configured), as in LSP.
+    Request {
+        /// An LSP client-to-server request method, e.g. `textDocument/hover`.
+        method: String,
+        /// The params as JSON, e.g. '{"textDocument":{"uri":"file:///…"},"position":{"line":0,"character":3}}'.
+        params_json: String,
+        /// The session root (default: the current folder).
+        #[arg(long)]
+        root: Option<PathBuf>,
+        /// The server to ask, by name (default: the one for the file the params name).
+        #[arg(long)]
+        server: Option<String>,
+        #[arg(long)]
+        config: Option<PathBuf>,
+        #[command(flatten)]
+        log: LogArgs,
+    },
     /// Show which language servers would run for a folder, and whether each is installed.
     Servers {
         /// The folder (default: the current one).
@@ -111,6 +132,38 @@ fn main() -> anyhow::Result<()> {
             let runtime = tokio::runtime::Runtime::new()?;
             let code = runtime.block_on(proxy(config, recorder, lsp, lazy, agent))?;
             std::process::exit(code);
+        }
+        Command::Request {
+            method,
+            params_json,
+            root,
+            server,
+            config,
+            log,
+        } => {
+            init_logging(&log)?;
+            let config = Config::load(config.as_deref())?;
+            let params: serde_json::Value =
+                serde_json::from_str(&params_json).context("PARAMS_JSON is not valid JSON")?;
+            let root = match root {
+                Some(root) => root,
+                None => std::env::current_dir()?,
+            };
+            let runtime = tokio::runtime::Runtime::new()?;
+            let result = runtime.block_on(async {
+                let tool = OneShot::start(&root, config);
+                let file = params_file(&params);
+                let outcome = async {
+                    let entry = tool.pick_server(server.as_deref(), file.as_deref()).await?;
+                    let id = entry["serverId"].as_str().unwrap_or_default().to_string();
+                    tool.request(&id, &method, params).await
+                }
+                .await;
+                tool.shutdown().await;
+                outcome
+            })?;
+            println!("{}", result.get());
+            Ok(())
         }
         Command::Servers { dir, config } => {
             let config = Config::load(config.as_deref())?;

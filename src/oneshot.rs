@@ -1,0 +1,204 @@
+//! One-shot use from the command line (`acp-lsp request`, `acp-lsp rename`):
+//! one session over one root, served through the same gate as agents, so the
+//! same refusals, confinement and document sync apply.
+
+use crate::gate::{Gate, GateConfig, GateMethod};
+use crate::jsonrpc::{Envelope, Kind, Outcome, RequestId};
+use crate::lsp::config::Config;
+use crate::lsp::registry::{Registry, RegistryOptions};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The session id the tools use.
+pub const SESSION: &str = "acp-lsp-cli";
+/// How long a tool waits for its server to be ready before asking.
+pub const READY_WAIT: Duration = Duration::from_secs(120);
+
+#[derive(Debug, thiserror::Error)]
+pub enum OneShotError {
+    #[error("no running language server for {what}; `acp-lsp servers {root}` shows what would run")]
+    NoServer { what: String, root: String },
+    #[error("{message} (code {code}, {data})")]
+    Gate {
+        code: i64,
+        message: String,
+        data: Value,
+    },
+    #[error("unexpected response from the gate: {0}")]
+    Protocol(String),
+}
+
+/// A session over one root.
+pub struct OneShot {
+    root: PathBuf,
+    registry: Arc<Registry>,
+    gate: Arc<Gate<Registry>>,
+    next_id: AtomicU64,
+}
+
+impl OneShot {
+    /// Opens the session. Servers start on first use: only the one asked is spawned.
+    pub fn start(root: &Path, config: Config) -> OneShot {
+        let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+        let gate_config = GateConfig {
+            limits: Default::default(),
+            read_only_roots: config.read_only_roots.clone(),
+            allowed_uri_schemes: config.allowed_uri_schemes.clone(),
+        };
+        let registry = Registry::new(
+            config,
+            RegistryOptions {
+                lazy: true,
+                ..RegistryOptions::default()
+            },
+        );
+        let gate = Gate::new(Arc::clone(&registry), gate_config);
+        gate.open_session(SESSION, vec![root.clone()]);
+        OneShot {
+            root,
+            registry,
+            gate,
+            next_id: AtomicU64::new(1),
+        }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    pub fn gate(&self) -> &Arc<Gate<Registry>> {
+        &self.gate
+    }
+
+    /// Calls the gate and returns the raw `result`.
+    async fn call(&self, method: GateMethod, params: Value) -> Result<Box<RawValue>, OneShotError> {
+        let id = RequestId::from_u64(self.next_id.fetch_add(1, Ordering::Relaxed));
+        let params = serde_json::value::to_raw_value(&params)
+            .map_err(|e| OneShotError::Protocol(e.to_string()))?;
+        let response = self.gate.call(id, method, Some(params)).await;
+        let kind = Envelope::parse(&response)
+            .ok()
+            .and_then(Envelope::kind)
+            .ok_or_else(|| OneShotError::Protocol(String::from_utf8_lossy(&response).into()))?;
+        match kind {
+            Kind::Response {
+                outcome: Outcome::Result(result),
+                ..
+            } => Ok(result.to_owned()),
+            Kind::Response {
+                outcome: Outcome::Error(error),
+                ..
+            } => {
+                #[derive(Deserialize)]
+                struct ErrorObject {
+                    code: i64,
+                    message: String,
+                    #[serde(default)]
+                    data: Value,
+                }
+                let error: ErrorObject = serde_json::from_str(error.get())
+                    .map_err(|e| OneShotError::Protocol(e.to_string()))?;
+                Err(OneShotError::Gate {
+                    code: error.code,
+                    message: error.message,
+                    data: error.data,
+                })
+            }
+            _ => Err(OneShotError::Protocol(String::from_utf8_lossy(&response).into())),
+        }
+    }
+
+    /// The `lsp/servers` entries.
+    pub async fn servers(&self) -> Result<Vec<Value>, OneShotError> {
+        let result = self.call(GateMethod::Servers, json!({ "sessionId": SESSION })).await?;
+        let parsed: Value = serde_json::from_str(result.get())
+            .map_err(|e| OneShotError::Protocol(e.to_string()))?;
+        Ok(parsed["servers"].as_array().cloned().unwrap_or_default())
+    }
+
+    /// Picks a server: by name, else the first serving `file`'s extension whose
+    /// root holds the file (the nearest root wins), else the only one.
+    pub async fn pick_server(
+        &self,
+        name: Option<&str>,
+        file: Option<&Path>,
+    ) -> Result<Value, OneShotError> {
+        let servers = self.servers().await?;
+        let extension = file
+            .and_then(Path::extension)
+            .map(|e| e.to_string_lossy().into_owned());
+        let mut candidates: Vec<&Value> = servers
+            .iter()
+            .filter(|s| name.is_none_or(|n| s["name"] == n))
+            .filter(|s| {
+                extension.as_ref().is_none_or(|ext| {
+                    s["fileExtensions"]
+                        .as_array()
+                        .is_some_and(|all| all.iter().any(|e| e == ext.as_str()))
+                })
+            })
+            .filter(|s| {
+                file.is_none_or(|f| s["root"].as_str().is_some_and(|root| f.starts_with(root)))
+            })
+            .collect();
+        // The deepest root is the nearest project.
+        candidates.sort_by_key(|s| std::cmp::Reverse(s["root"].as_str().map_or(0, str::len)));
+        candidates
+            .first()
+            .map(|s| (*s).clone())
+            .ok_or_else(|| OneShotError::NoServer {
+                what: match (name, file) {
+                    (Some(name), _) => format!("server {name}"),
+                    (None, Some(file)) => file.display().to_string(),
+                    (None, None) => "this folder".into(),
+                },
+                root: self.root.display().to_string(),
+            })
+    }
+
+    /// One `lsp/request`, waiting for the server to be ready; returns `lspResult` verbatim.
+    pub async fn request(
+        &self,
+        server_id: &str,
+        method: &str,
+        params: Value,
+    ) -> Result<Box<RawValue>, OneShotError> {
+        let result = self
+            .call(
+                GateMethod::Request,
+                json!({
+                    "sessionId": SESSION,
+                    "serverId": server_id,
+                    "method": method,
+                    "params": params,
+                    "waitUntilReady": READY_WAIT.as_millis() as u64,
+                }),
+            )
+            .await?;
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct RequestResult<'a> {
+            #[serde(borrow)]
+            lsp_result: &'a RawValue,
+        }
+        let parsed: RequestResult = serde_json::from_str(result.get())
+            .map_err(|e| OneShotError::Protocol(e.to_string()))?;
+        Ok(parsed.lsp_result.to_owned())
+    }
+
+    /// Stops the servers.
+    pub async fn shutdown(&self) {
+        self.registry.shutdown().await;
+    }
+}
+
+/// The file a request's params name (`textDocument.uri`), as a path.
+pub fn params_file(params: &Value) -> Option<PathBuf> {
+    let uri = params.get("textDocument")?.get("uri")?.as_str()?;
+    url::Url::parse(uri).ok()?.to_file_path().ok()
+}
