@@ -142,8 +142,11 @@ impl OneShot {
                         .is_some_and(|all| all.iter().any(|e| e == ext.as_str()))
                 })
             })
+            // A file outside the session goes to any server: the gate then
+            // refuses it with a clear reason.
             .filter(|s| {
-                file.is_none_or(|f| s["root"].as_str().is_some_and(|root| f.starts_with(root)))
+                file.filter(|f| f.starts_with(&self.root))
+                    .is_none_or(|f| s["root"].as_str().is_some_and(|root| f.starts_with(root)))
             })
             .collect();
         // The deepest root is the nearest project.
