@@ -118,6 +118,10 @@ pub struct Server {
     /// Documents as this server sees them. Locked only for decisions and the
     /// sends that follow them, never across an await.
     documents: Mutex<DocumentTable>,
+    /// Held by `sync_document` from its stat to its send: syncs that read
+    /// the disk concurrently (a request's and the watcher's) could otherwise
+    /// reach the table in the other order and send an older text last.
+    disk_sync: tokio::sync::Mutex<()>,
     stop: CancellationToken,
     started: Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// Bumped on every diagnostics publish, for waiters.
@@ -136,6 +140,7 @@ impl Server {
             status,
             live: Mutex::new(Live::default()),
             documents: Mutex::new(DocumentTable::new(DEFAULT_MAX_OPEN_DOCUMENTS)),
+            disk_sync: tokio::sync::Mutex::new(()),
             stop: CancellationToken::new(),
             started: Mutex::new(None),
             published: watch::channel(0).0,
@@ -621,15 +626,24 @@ impl Server {
         uri: &str,
         path: &Path,
     ) -> Option<&'static str> {
+        let _serialized = self.disk_sync.lock().await;
+        // A document that can no longer be read from disk is closed rather
+        // than left at text the disk no longer has.
         let metadata = match tokio::fs::metadata(path).await {
             Ok(m) if m.is_file() => m,
-            Ok(_) => return Some("not_a_file"),
+            Ok(_) => {
+                self.send_all(connection, self.docs().deleted(uri));
+                return Some("not_a_file");
+            }
             Err(_) => {
                 self.send_all(connection, self.docs().deleted(uri));
                 return Some("not_found");
             }
         };
         if metadata.len() > MAX_DOCUMENT_BYTES {
+            // An open document that grew past the limit is closed: left open,
+            // the server would keep answering about text the disk no longer has.
+            self.send_all(connection, self.docs().deleted(uri));
             return Some("too_large");
         }
         let stamp = Stamp {
@@ -641,7 +655,10 @@ impl Server {
         }
         let text = match tokio::fs::read(path).await {
             Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
-            Err(_) => return Some("unreadable"),
+            Err(_) => {
+                self.send_all(connection, self.docs().deleted(uri));
+                return Some("unreadable");
+            }
         };
         let language_id = self.spec.config.language_id_for(path).to_string();
         let mut docs = self.docs();

@@ -1,0 +1,810 @@
+//! Document sync against the disk, end to end through the registry and the
+//! gate with the scriptable `acp-lsp-fake-server`: the file watcher pushes
+//! disk changes to servers without a request (didChange/didClose, and
+//! `workspace/didChangeWatchedFiles` for registered and static globs), a
+//! degraded watch still leaves answers fresh, in-flight answers about changed
+//! text become `content_modified`, the `text_written` hook, the size limit,
+//! and strictly increasing versions under a burst of writes. (The LRU of
+//! open documents is unit-tested in `lsp::documents`.)
+//!
+//! Every asynchronous effect is awaited by polling the fake's log (it logs
+//! every message it receives, in order) under [`LOG_TIMEOUT`].
+#![cfg(target_os = "linux")]
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use acp_lsp::gate::{Gate, GateConfig, GateMethod, LspHost, ServerState};
+use acp_lsp::jsonrpc::RequestId;
+use acp_lsp::lsp::config::{Config, ServerConfig};
+use acp_lsp::lsp::registry::{Registry, RegistryOptions};
+use acp_lsp::lsp::server::Server;
+use serde_json::{json, Value};
+
+/// Longest wait for something to show up in the fake's log (a watch batch
+/// takes the 20 ms coalescing window plus the OS's latency).
+const LOG_TIMEOUT: Duration = Duration::from_secs(10);
+/// Longest wait for the server to become ready.
+const READY_TIMEOUT: Duration = Duration::from_secs(30);
+/// Longest wait for one gate call (each is bounded by the gate itself; this
+/// only keeps a broken build from hanging the suite).
+const CALL_TIMEOUT: Duration = Duration::from_secs(60);
+/// Longest `Registry::shutdown`.
+const SHUTDOWN_LIMIT: Duration = Duration::from_secs(15);
+/// Pause between two looks at the log.
+const POLL_INTERVAL: Duration = Duration::from_millis(10);
+/// A request deadline that never fires here.
+const LONG_REQUEST_TIMEOUT_MS: u64 = 25_000;
+/// LSP `ContentModified`.
+const CONTENT_MODIFIED: i64 = -32801;
+
+const SESSION: &str = "s";
+const HOVER: &str = "textDocument/hover";
+const DID_OPEN: &str = "textDocument/didOpen";
+const DID_CHANGE: &str = "textDocument/didChange";
+const DID_CLOSE: &str = "textDocument/didClose";
+const WATCHED: &str = "workspace/didChangeWatchedFiles";
+/// `FileChangeType`s.
+const CREATED: i64 = 1;
+const CHANGED: i64 = 2;
+const DELETED: i64 = 3;
+
+fn fake_server() -> &'static str {
+    env!("CARGO_BIN_EXE_acp-lsp-fake-server")
+}
+
+fn uri_of(path: &Path) -> String {
+    url::Url::from_file_path(path)
+        .expect("absolute path")
+        .to_string()
+}
+
+/// The messages the fake server logged, in the order it received them.
+fn read_log(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .collect()
+}
+
+/// Whether `message` is `method` about document `uri`.
+fn is_doc(message: &Value, method: &str, uri: &str) -> bool {
+    message["method"] == method && message["params"]["textDocument"]["uri"] == uri
+}
+
+/// Positions in `log` of `method` messages about `uri`.
+fn positions(log: &[Value], method: &str, uri: &str) -> Vec<usize> {
+    (0..log.len())
+        .filter(|&i| is_doc(&log[i], method, uri))
+        .collect()
+}
+
+/// (version, full text) of every didOpen/didChange of `uri` in `log[..end]`.
+fn texts(log: &[Value], uri: &str, end: usize) -> Vec<(i64, String)> {
+    log[..end]
+        .iter()
+        .filter_map(|m| {
+            let version = m["params"]["textDocument"]["version"].as_i64()?;
+            let text = if is_doc(m, DID_OPEN, uri) {
+                m["params"]["textDocument"]["text"].as_str()?
+            } else if is_doc(m, DID_CHANGE, uri) {
+                let changes = m["params"]["contentChanges"].as_array()?;
+                assert_eq!(changes.len(), 1, "one full-text change: {m}");
+                assert!(changes[0].get("range").is_none(), "full text: {m}");
+                changes[0]["text"].as_str()?
+            } else {
+                return None;
+            };
+            Some((version, text.to_string()))
+        })
+        .collect()
+}
+
+/// (version, text) of every didChange of `uri`.
+fn changes(log: &[Value], uri: &str) -> Vec<(i64, String)> {
+    let only_changes: Vec<Value> = log
+        .iter()
+        .filter(|m| is_doc(m, DID_CHANGE, uri))
+        .cloned()
+        .collect();
+    texts(&only_changes, uri, only_changes.len())
+}
+
+/// Every `FileEvent` (uri, type) of every didChangeWatchedFiles in `log`.
+fn watched_events(log: &[Value]) -> Vec<(String, i64)> {
+    log.iter()
+        .filter(|m| m["method"] == WATCHED)
+        .flat_map(|m| {
+            m["params"]["changes"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .map(|e| {
+            (
+                e["uri"].as_str().unwrap_or_default().to_string(),
+                e["type"].as_i64().unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+/// Writes `text` to `path` the way editors save: a temporary file renamed over it.
+fn atomic_save(path: &Path, text: &str) {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".saving");
+    let tmp = PathBuf::from(tmp);
+    std::fs::write(&tmp, text).expect("write the temporary file");
+    std::fs::rename(&tmp, path).expect("rename over the original");
+}
+
+/// How a test's workspace and proxy are set up.
+struct Setup<'a> {
+    mode: &'a str,
+    options: RegistryOptions,
+    tweak: &'a dyn Fn(&mut ServerConfig),
+    /// Runs on the workspace root before the session opens.
+    prepare: &'a dyn Fn(&Path),
+}
+
+impl Default for Setup<'_> {
+    fn default() -> Self {
+        Setup {
+            mode: "",
+            options: RegistryOptions::default(),
+            tweak: &|_| {},
+            prepare: &|_| {},
+        }
+    }
+}
+
+/// A workspace with one fake server behind a registry and a gate.
+struct Fake {
+    _dir: tempfile::TempDir,
+    /// Outside the workspace, for things built elsewhere and moved in.
+    outside: PathBuf,
+    root: PathBuf,
+    log: PathBuf,
+    registry: Arc<Registry>,
+    gate: Arc<Gate<Registry>>,
+    server_id: String,
+    next_id: AtomicU64,
+}
+
+impl Fake {
+    async fn start(setup: Setup<'_>) -> Fake {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let outside = dir.path().canonicalize().expect("canonical temp dir");
+        let root = outside.join("ws");
+        std::fs::create_dir(&root).expect("create workspace");
+        std::fs::write(root.join("fake.toml"), "").expect("write marker");
+        std::fs::write(root.join("a.fake"), "hello fake\n").expect("write document");
+        (setup.prepare)(&root);
+        let log = outside.join("fake.log");
+
+        let mut server = ServerConfig::new(
+            "fake",
+            fake_server(),
+            &[],
+            &["fake"],
+            &["fake"],
+            &["fake.toml"],
+        );
+        server.env.insert("FAKE_LSP_MODE".into(), setup.mode.into());
+        server
+            .env
+            .insert("FAKE_LSP_LOG".into(), log.display().to_string());
+        server.request_timeout_ms = LONG_REQUEST_TIMEOUT_MS;
+        (setup.tweak)(&mut server);
+        let config = Config {
+            servers: vec![server],
+            ..Config::builtin()
+        };
+        let registry = Registry::new(config, setup.options);
+        let gate = Gate::new(Arc::clone(&registry), GateConfig::default());
+        gate.open_session(SESSION, vec![root.clone()]);
+        let mut fake = Fake {
+            _dir: dir,
+            outside,
+            root,
+            log,
+            registry,
+            gate,
+            server_id: String::new(),
+            next_id: AtomicU64::new(1),
+        };
+        // Listing waits for detection, which starts the root's watch first.
+        let servers = fake.servers().await;
+        assert_eq!(servers.len(), 1, "exactly the fake server: {servers:?}");
+        fake.server_id = servers[0]["serverId"]
+            .as_str()
+            .expect("serverId is a string")
+            .to_string();
+        let server = fake.server();
+        tokio::time::timeout(
+            READY_TIMEOUT,
+            server.wait_for_state(|s| s == ServerState::Ready),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("never ready: {:?}", server.status()));
+        fake
+    }
+
+    fn server(&self) -> Arc<Server> {
+        self.registry
+            .server(&self.server_id)
+            .expect("the registry knows the server")
+    }
+
+    fn uri(&self, relative: &str) -> String {
+        uri_of(&self.root.join(relative))
+    }
+
+    fn log(&self) -> Vec<Value> {
+        read_log(&self.log)
+    }
+
+    /// Polls the log until `find` yields something; panics after [`LOG_TIMEOUT`].
+    async fn wait_log<T>(&self, what: &str, find: impl Fn(&[Value]) -> Option<T>) -> T {
+        let deadline = Instant::now() + LOG_TIMEOUT;
+        loop {
+            let log = self.log();
+            if let Some(found) = find(&log) {
+                return found;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}; the fake received:\n{}",
+                log.iter()
+                    .map(Value::to_string)
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            );
+            tokio::time::sleep(POLL_INTERVAL).await;
+        }
+    }
+
+    /// Waits for a didChange of `uri` at `version`; returns its text.
+    async fn wait_change(&self, uri: &str, version: i64) -> String {
+        self.wait_log(&format!("didChange of {uri} at version {version}"), |log| {
+            changes(log, uri)
+                .into_iter()
+                .find(|(v, _)| *v == version)
+                .map(|(_, text)| text)
+        })
+        .await
+    }
+
+    /// Waits for a didChangeWatchedFiles event (uri, type) beyond the first `seen` events.
+    async fn wait_event(&self, uri: &str, kind: i64, seen: usize) -> usize {
+        self.wait_log(&format!("{WATCHED} type {kind} for {uri}"), |log| {
+            let events = watched_events(log);
+            events
+                .iter()
+                .skip(seen)
+                .any(|(u, k)| u == uri && *k == kind)
+                .then_some(events.len())
+        })
+        .await
+    }
+
+    /// Waits until the server has registered its file watchers.
+    async fn wait_registration(&self) {
+        let deadline = Instant::now() + LOG_TIMEOUT;
+        while !self
+            .server()
+            .registrations()
+            .iter()
+            .any(|r| r.method == WATCHED)
+        {
+            assert!(Instant::now() < deadline, "no watcher registration");
+            tokio::time::sleep(POLL_INTERVAL).await;
+        }
+    }
+
+    fn next_request_id(&self) -> RequestId {
+        RequestId::from_u64(self.next_id.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// One gate call, as a future that owns what it needs.
+    fn call(&self, method: GateMethod, params: Value) -> impl std::future::Future<Output = Value> {
+        let raw = serde_json::value::to_raw_value(&params).expect("params serialize");
+        let call = self.gate.call(self.next_request_id(), method, Some(raw));
+        async move {
+            let bytes = tokio::time::timeout(CALL_TIMEOUT, call)
+                .await
+                .expect("the gate answers within CALL_TIMEOUT");
+            serde_json::from_slice(&bytes).expect("the gate writes JSON")
+        }
+    }
+
+    async fn servers(&self) -> Vec<Value> {
+        let response = self
+            .call(GateMethod::Servers, json!({"sessionId": SESSION}))
+            .await;
+        response["result"]["servers"]
+            .as_array()
+            .unwrap_or_else(|| panic!("lsp/servers failed: {response}"))
+            .clone()
+    }
+
+    /// A hover on `uri`, as a future that owns what it needs (to spawn it).
+    fn hover(&self, uri: &str) -> impl std::future::Future<Output = Value> {
+        self.call(
+            GateMethod::Request,
+            json!({
+                "sessionId": SESSION,
+                "serverId": self.server_id,
+                "method": HOVER,
+                "params": {
+                    "textDocument": {"uri": uri},
+                    "position": {"line": 0, "character": 1}
+                }
+            }),
+        )
+    }
+
+    /// Stops the server. Returns the complete log.
+    async fn finish(self) -> Vec<Value> {
+        tokio::time::timeout(SHUTDOWN_LIMIT, self.registry.shutdown())
+            .await
+            .expect("registry shutdown finishes in time");
+        assert_eq!(self.server().status().state, ServerState::Stopped);
+        self.log()
+    }
+}
+
+/// Checks a successful hover answer of the fake (it echoes the params).
+fn assert_echo(response: &Value, uri: &str) {
+    let result = &response["result"]["lspResult"];
+    assert_eq!(result["echo"]["method"], HOVER, "{response}");
+    assert_eq!(
+        result["echo"]["params"]["textDocument"]["uri"], uri,
+        "{response}"
+    );
+}
+
+// ---------------------------------------------------------------- tests
+
+/// 1. An open document follows the disk without any request: a rewrite and an
+///    atomic save become full-text didChanges, a delete a didClose.
+#[tokio::test]
+async fn the_watcher_syncs_open_documents_without_a_request() {
+    let fake = Fake::start(Setup::default()).await;
+    let path = fake.root.join("a.fake");
+    let uri = fake.uri("a.fake");
+    assert_echo(&fake.hover(&uri).await, &uri);
+    let log = fake.log();
+    assert_eq!(
+        texts(&log, &uri, log.len()),
+        vec![(1, "hello fake\n".to_string())],
+        "opened once at version 1"
+    );
+
+    std::fs::write(&path, "rewritten on disk\n").expect("rewrite");
+    assert_eq!(fake.wait_change(&uri, 2).await, "rewritten on disk\n");
+
+    atomic_save(&path, "saved atomically\n");
+    assert_eq!(fake.wait_change(&uri, 3).await, "saved atomically\n");
+
+    std::fs::remove_file(&path).expect("delete");
+    fake.wait_log("didClose", |log| {
+        (!positions(log, DID_CLOSE, &uri).is_empty()).then_some(())
+    })
+    .await;
+
+    let log = fake.finish().await;
+    assert_eq!(
+        positions(&log, HOVER, &uri).len(),
+        1,
+        "no request after the first"
+    );
+    assert_eq!(
+        changes(&log, &uri),
+        vec![
+            (2, "rewritten on disk\n".to_string()),
+            (3, "saved atomically\n".to_string())
+        ],
+        "exactly one didChange per disk change (the temporary file is not a document)"
+    );
+    assert_eq!(positions(&log, DID_CLOSE, &uri).len(), 1);
+}
+
+/// 2. Registered watchers (`**/*.fake`) get created/changed/deleted events;
+///    non-matching files, skipped directories and ignored ones never appear.
+#[tokio::test]
+async fn registered_watchers_get_matching_events_only() {
+    let fake = Fake::start(Setup {
+        mode: "server_requests",
+        prepare: &|root| {
+            std::fs::write(root.join(".gitignore"), "ignored/\n").expect("gitignore");
+            for dir in ["target", "node_modules", "ignored"] {
+                std::fs::create_dir(root.join(dir)).expect("create dir");
+            }
+        },
+        ..Setup::default()
+    })
+    .await;
+    fake.wait_registration().await;
+
+    // Never to be reported: written first, so any event for them would be in
+    // the same batch as b.fake's creation or an earlier one.
+    let unseen = [
+        "c.txt",
+        "target/x.fake",
+        "node_modules/y.fake",
+        "ignored/z.fake",
+        // Directories created after the start are filtered the same way.
+        "target/new/x2.fake",
+        "ignored/new/z2.fake",
+    ];
+    for relative in unseen {
+        let path = fake.root.join(relative);
+        std::fs::create_dir_all(path.parent().expect("has a parent")).expect("dirs");
+        std::fs::write(&path, "x").expect("write");
+    }
+
+    let b = fake.root.join("b.fake");
+    let b_uri = fake.uri("b.fake");
+    std::fs::write(&b, "b").expect("create b");
+    let seen = fake.wait_event(&b_uri, CREATED, 0).await;
+    std::fs::write(&b, "b changed").expect("change b");
+    let seen = fake.wait_event(&b_uri, CHANGED, seen).await;
+    std::fs::remove_file(&b).expect("delete b");
+    fake.wait_event(&b_uri, DELETED, seen).await;
+
+    let unseen: Vec<String> = unseen.iter().map(|r| fake.uri(r)).collect();
+    let log = fake.finish().await;
+    let events = watched_events(&log);
+    for uri in &unseen {
+        assert!(
+            events.iter().all(|(u, _)| u != uri),
+            "{uri} was reported: {events:?}"
+        );
+    }
+    // b.fake's events came in order.
+    let kinds: Vec<i64> = events
+        .iter()
+        .filter(|(u, _)| *u == b_uri)
+        .map(|(_, k)| *k)
+        .collect();
+    assert_eq!(kinds.first(), Some(&CREATED), "{events:?}");
+    assert_eq!(kinds.last(), Some(&DELETED), "{events:?}");
+    assert!(kinds.windows(2).all(|w| w[0] <= w[1]), "{events:?}");
+}
+
+/// 2b. Static `watch_globs` from configuration need no registration.
+#[tokio::test]
+async fn static_watch_globs_get_events_without_a_registration() {
+    let fake = Fake::start(Setup {
+        tweak: &|server| server.watch_globs = vec!["**/*.cfg".into()],
+        ..Setup::default()
+    })
+    .await;
+    assert!(fake.server().registrations().is_empty());
+    // Neither matched by the static glob nor registered: never reported.
+    std::fs::write(fake.root.join("n.fake"), "n").expect("write n.fake");
+    let x_uri = fake.uri("x.cfg");
+    std::fs::write(fake.root.join("x.cfg"), "x").expect("write x.cfg");
+    let seen = fake.wait_event(&x_uri, CREATED, 0).await;
+    std::fs::write(fake.root.join("x.cfg"), "x = 2").expect("change x.cfg");
+    fake.wait_event(&x_uri, CHANGED, seen).await;
+
+    let log = fake.finish().await;
+    let events = watched_events(&log);
+    assert!(
+        events.iter().all(|(u, _)| *u == x_uri),
+        "only x.cfg: {events:?}"
+    );
+}
+
+/// 3. A directory moved in is reported (its files as created) and watched.
+#[tokio::test]
+async fn a_directory_moved_in_is_reported_and_then_watched() {
+    let fake = Fake::start(Setup {
+        mode: "server_requests",
+        ..Setup::default()
+    })
+    .await;
+    fake.wait_registration().await;
+    let staging = fake.outside.join("staging/pkg/deeper");
+    std::fs::create_dir_all(&staging).expect("staging dirs");
+    std::fs::write(fake.outside.join("staging/pkg/m.fake"), "m").expect("write m");
+    std::fs::write(staging.join("d.fake"), "d").expect("write d");
+    std::fs::rename(fake.outside.join("staging/pkg"), fake.root.join("pkg")).expect("move in");
+
+    let m_uri = fake.uri("pkg/m.fake");
+    let d_uri = fake.uri("pkg/deeper/d.fake");
+    let seen = fake.wait_event(&m_uri, CREATED, 0).await;
+    fake.wait_event(&d_uri, CREATED, 0).await;
+
+    std::fs::write(fake.root.join("pkg/m.fake"), "m changed").expect("change m");
+    let seen = fake.wait_event(&m_uri, CHANGED, seen).await;
+    // The nested directory is watched too.
+    std::fs::write(fake.root.join("pkg/deeper/d.fake"), "d changed").expect("change d");
+    fake.wait_event(&d_uri, CHANGED, seen).await;
+    fake.finish().await;
+}
+
+/// 4. At the watch limit the root is listed as degraded, and a document the
+///    request names is still synced before the request.
+#[tokio::test]
+async fn a_degraded_watch_still_syncs_named_documents_before_the_request() {
+    let fake = Fake::start(Setup {
+        options: RegistryOptions {
+            max_watches: Some(1),
+            ..RegistryOptions::default()
+        },
+        prepare: &|root| {
+            std::fs::create_dir_all(root.join("sub/dir")).expect("subdirs");
+            std::fs::write(root.join("sub/dir/a.fake"), "deep\n").expect("deep doc");
+        },
+        ..Setup::default()
+    })
+    .await;
+    let servers = fake.servers().await;
+    assert_eq!(
+        servers[0]["degradedRoots"],
+        json!([fake.root.display().to_string()]),
+        "{servers:?}"
+    );
+
+    let uri = fake.uri("sub/dir/a.fake");
+    assert_echo(&fake.hover(&uri).await, &uri);
+    std::fs::write(fake.root.join("sub/dir/a.fake"), "deeper still\n").expect("rewrite");
+    assert_echo(&fake.hover(&uri).await, &uri);
+
+    let log = fake.finish().await;
+    let hovers = positions(&log, HOVER, &uri);
+    assert_eq!(hovers.len(), 2);
+    assert_eq!(
+        texts(&log, &uri, hovers[1]),
+        vec![(1, "deep\n".to_string()), (2, "deeper still\n".to_string())],
+        "the new text reached the server before the second request"
+    );
+}
+
+/// 5. An answer about text that changed while it was computed is
+///    `content_modified`; one whose document did not change is delivered.
+#[tokio::test]
+async fn an_answer_about_changed_text_is_content_modified() {
+    const DELAY_MS: u64 = 1_000;
+    let fake = Fake::start(Setup {
+        mode: "slow",
+        tweak: &|server| {
+            server
+                .env
+                .insert("FAKE_LSP_DELAY_MS".into(), DELAY_MS.to_string());
+        },
+        ..Setup::default()
+    })
+    .await;
+    let uri = fake.uri("a.fake");
+    // Opened at version 1, unchanged during the flight: delivered.
+    let response = fake.hover(&uri).await;
+    assert_echo(&response, &uri);
+    assert_eq!(response["result"]["_meta"]["documents"][0]["version"], 1);
+
+    let in_flight = tokio::spawn(fake.hover(&uri));
+    fake.wait_log("the second hover", |log| {
+        (positions(log, HOVER, &uri).len() == 2).then_some(())
+    })
+    .await;
+    std::fs::write(fake.root.join("a.fake"), "changed in flight\n").expect("rewrite");
+    // The fake reads it only after its (slow) answer; the proxy sent it at once.
+    assert_eq!(fake.wait_change(&uri, 2).await, "changed in flight\n");
+    let response = in_flight.await.expect("the call task does not panic");
+    let error = &response["error"];
+    assert_eq!(error["code"], CONTENT_MODIFIED, "{response}");
+    assert_eq!(error["data"]["reason"], "content_modified", "{response}");
+    assert_eq!(error["data"]["retryable"], true, "{response}");
+
+    // The retry, with nothing changing, is delivered at version 2.
+    let response = fake.hover(&uri).await;
+    assert_echo(&response, &uri);
+    assert_eq!(response["result"]["_meta"]["documents"][0]["version"], 2);
+    fake.finish().await;
+}
+
+/// 6. `text_written` sends the written text at once; the next request then
+///    trusts the disk again (stamp `None` forces a read).
+#[tokio::test]
+async fn text_written_is_sent_at_once_and_the_disk_stays_the_truth() {
+    let fake = Fake::start(Setup::default()).await;
+    let path = fake.root.join("a.fake");
+    let uri = fake.uri("a.fake");
+    assert_echo(&fake.hover(&uri).await, &uri);
+    let session = fake.gate.sessions().get(SESSION).expect("the session");
+
+    // Confirmed but (against what the protocol expects) not on disk.
+    fake.registry
+        .text_written(&session, &path, "written, not saved\n");
+    assert_eq!(fake.wait_change(&uri, 2).await, "written, not saved\n");
+    assert_echo(&fake.hover(&uri).await, &uri);
+    let log = fake.log();
+    let hovers = positions(&log, HOVER, &uri);
+    assert_eq!(
+        texts(&log, &uri, hovers[1]),
+        vec![
+            (1, "hello fake\n".to_string()),
+            (2, "written, not saved\n".to_string()),
+            // The disk differs from the written text: the request re-reads it.
+            (3, "hello fake\n".to_string()),
+        ]
+    );
+
+    // What the protocol expects: the editor writes the disk, then confirms.
+    std::fs::write(&path, "saved and confirmed\n").expect("write");
+    fake.registry
+        .text_written(&session, &path, "saved and confirmed\n");
+    assert_eq!(fake.wait_change(&uri, 4).await, "saved and confirmed\n");
+    assert_echo(&fake.hover(&uri).await, &uri);
+    // A document that is not open is not opened by a write.
+    let other = fake.uri("other.fake");
+    fake.registry
+        .text_written(&session, &fake.root.join("other.fake"), "other\n");
+
+    let log = fake.finish().await;
+    let hovers = positions(&log, HOVER, &uri);
+    assert_eq!(hovers.len(), 3);
+    assert_eq!(
+        changes(&log, &uri)[2..],
+        [(4, "saved and confirmed\n".to_string())],
+        "the watcher and the request found the disk equal to the written text"
+    );
+    assert!(
+        positions(&log, DID_OPEN, &other).is_empty(),
+        "a write does not open a document"
+    );
+}
+
+/// 7. A file over 5 MiB is not opened, and `_meta` says why; one that grows
+///    over the limit while open is closed rather than left stale.
+#[tokio::test]
+async fn files_over_the_size_limit_are_not_opened() {
+    let big_text = "x".repeat(1023) + "\n";
+    let big_text = big_text.repeat(6 * 1024);
+    let fake = Fake::start(Setup::default()).await;
+    atomic_save(&fake.root.join("big.fake"), &big_text);
+    let big = fake.uri("big.fake");
+    let response = fake.hover(&big).await;
+    assert_echo(&response, &big);
+    let documents = &response["result"]["_meta"]["documents"];
+    assert_eq!(documents[0]["uri"], big.as_str(), "{documents}");
+    assert_eq!(documents[0]["skipped"], "too_large", "{documents}");
+    assert!(documents[0].get("version").is_none(), "{documents}");
+
+    // An open document that grows over the limit.
+    let uri = fake.uri("a.fake");
+    assert_echo(&fake.hover(&uri).await, &uri);
+    // Saved atomically, so the watcher never reads it half written (and under the limit).
+    atomic_save(&fake.root.join("a.fake"), &big_text);
+    let response = fake.hover(&uri).await;
+    let documents = &response["result"]["_meta"]["documents"];
+    assert_eq!(documents[0]["skipped"], "too_large", "{response}");
+    assert!(
+        documents[0].get("version").is_none(),
+        "the server holds no (stale) text for it: {documents}"
+    );
+
+    let log = fake.finish().await;
+    assert!(
+        positions(&log, DID_OPEN, &big).is_empty(),
+        "big.fake opened"
+    );
+    assert!(
+        changes(&log, &uri).is_empty(),
+        "no didChange with the big text"
+    );
+    let hovers = positions(&log, HOVER, &uri);
+    let closes = positions(&log, DID_CLOSE, &uri);
+    assert!(
+        closes.len() == 1 && closes[0] < hovers[1],
+        "closed before the request that found it too large: {log:?}"
+    );
+}
+
+/// The text of the `i`th rewrite in test 8.
+fn revision(i: usize) -> String {
+    format!("revision {i}\n{}", "-".repeat(i % 13))
+}
+
+/// Which rewrite `text` is, if it is one whole (a read may also catch a
+/// rewrite half done).
+fn revision_of(text: &str) -> Option<usize> {
+    let number = text.strip_prefix("revision ")?.split('\n').next()?;
+    let i = number.parse().ok()?;
+    (revision(i) == text).then_some(i)
+}
+
+/// 8. Versions strictly increase under a burst of writes racing requests, and
+///    the request after the burst sees the final text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn versions_strictly_increase_under_a_burst_of_writes() {
+    const WRITES: usize = 200;
+    /// Requests in flight at once while the burst goes on.
+    const READERS: usize = 6;
+    let fake = Arc::new(Fake::start(Setup::default()).await);
+    let path = fake.root.join("a.fake");
+    let uri = fake.uri("a.fake");
+    assert_echo(&fake.hover(&uri).await, &uri);
+
+    let done = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (path, done) = (path.clone(), Arc::clone(&done));
+        tokio::task::spawn_blocking(move || {
+            for i in 0..WRITES {
+                let text = revision(i);
+                std::fs::write(&path, text).expect("rewrite");
+            }
+            done.store(true, Ordering::Relaxed);
+        })
+    };
+    let readers: Vec<_> = (0..READERS)
+        .map(|_| {
+            let (fake, done, uri) = (Arc::clone(&fake), Arc::clone(&done), uri.clone());
+            tokio::spawn(async move {
+                let mut answers = 0;
+                while !done.load(Ordering::Relaxed) || answers == 0 {
+                    let response = fake.hover(&uri).await;
+                    if response["error"]["code"] != CONTENT_MODIFIED {
+                        assert_echo(&response, &uri);
+                    }
+                    answers += 1;
+                }
+            })
+        })
+        .collect();
+    writer.await.expect("the writer does not panic");
+    for reader in readers {
+        reader.await.expect("a reader does not panic");
+    }
+
+    let disk = std::fs::read_to_string(&path).expect("read back");
+    let response = fake.hover(&uri).await;
+    assert_echo(&response, &uri);
+    let log = fake.log();
+    let last_hover = *positions(&log, HOVER, &uri).last().expect("hovers");
+    let seen = texts(&log, &uri, last_hover);
+    assert_eq!(
+        seen.last().map(|(_, t)| t.as_str()),
+        Some(disk.as_str()),
+        "the request after the burst saw the final text"
+    );
+    assert_eq!(
+        response["result"]["_meta"]["documents"][0]["version"],
+        seen.last().map(|(v, _)| *v).expect("some text"),
+    );
+    let Ok(fake) = Arc::try_unwrap(fake) else {
+        panic!("every reader ended");
+    };
+    let log = fake.finish().await;
+    let versions: Vec<i64> = texts(&log, &uri, log.len())
+        .into_iter()
+        .map(|(v, _)| v)
+        .collect();
+    assert!(
+        versions.windows(2).all(|w| w[0] < w[1]),
+        "versions not strictly increasing: {versions:?}"
+    );
+    assert!(versions.len() > 2, "the burst was seen: {versions:?}");
+    // The disk only moves forward, so what the server is told must too: two
+    // reads that raced must not reach the server in the other order.
+    let revisions: Vec<usize> = texts(&log, &uri, log.len())
+        .iter()
+        .filter_map(|(_, t)| revision_of(t))
+        .collect();
+    assert!(
+        revisions.windows(2).all(|w| w[0] <= w[1]),
+        "the server was sent an older text after a newer one: {revisions:?}"
+    );
+    let all = texts(&log, &uri, log.len());
+    assert_eq!(
+        all.last().map(|(_, t)| t.as_str()),
+        Some(disk.as_str()),
+        "nothing stale was sent after the final request"
+    );
+}
