@@ -3,6 +3,7 @@
 //! See ARCHITECTURE.md for the data flow and the code map.
 
 pub mod acp;
+pub mod edit;
 pub mod gate;
 pub mod jsonrpc;
 pub mod lsp;

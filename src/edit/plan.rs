@@ -1,0 +1,1569 @@
+//! The edit planner: an LSP `WorkspaceEdit` in, an ordered list of whole-file
+//! operations (each write with its old and new text) out.
+//!
+//! The planner does no I/O. Everything it knows about files comes from the
+//! caller's `current` lookup (which may read a disk, an editor's buffers, or
+//! a map), and what it produces is data: `apply` writes it to disk, `acp`
+//! through an agent's `fs/*` methods. Keeping the decisions here means both
+//! appliers share one reading of the LSP rules, and every rule can be tested
+//! without a file system.
+//!
+//! Resource operations (`CreateFile`, `RenameFile`, `DeleteFile`) are applied
+//! in sequence to a virtual file system layered over the lookup, so a
+//! `TextDocumentEdit` after a `RenameFile` edits the renamed file, and an
+//! edit after a `CreateFile` edits the new, empty file.
+//!
+//! Change annotations that need confirmation are never applied silently:
+//! their changes are planned, the annotations are listed in
+//! [`Plan::needs_confirmation`], and both appliers refuse a plan until each
+//! is confirmed ([`Plan::confirm`], or [`Decisions::confirmed`] up front).
+//! Declining an annotation means planning again with its id in
+//! [`Decisions::declined`]: its changes are then left out and the later
+//! changes are planned against the text without them, which dropping
+//! operations from a finished plan could not do (each write holds whole
+//! contents computed after every earlier change).
+
+use super::position::{LineIndex, PositionEncoding, PositionError};
+use serde_json::{Map, Value};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use url::Url;
+
+/// A file's text as the caller knows it, with its LSP document version when
+/// known (an editor's open buffer has one; a file on disk does not).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Current {
+    pub text: String,
+    pub version: Option<i32>,
+}
+
+/// What exists at a path. A path with nothing at it is `None` in a lookup.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Entry {
+    /// A text file that can be edited.
+    File(Current),
+    /// A file that exists but whose text is not available (not UTF-8,
+    /// unreadable): it can be renamed, deleted or overwritten, not edited.
+    Opaque,
+    Directory,
+}
+
+impl Entry {
+    /// A text file without a known version (e.g. read from disk).
+    pub fn text(text: impl Into<String>) -> Entry {
+        Entry::File(Current {
+            text: text.into(),
+            version: None,
+        })
+    }
+
+    /// A text file whose LSP document version is known.
+    pub fn versioned(text: impl Into<String>, version: i32) -> Entry {
+        Entry::File(Current {
+            text: text.into(),
+            version: Some(version),
+        })
+    }
+}
+
+/// A change annotation (`changeAnnotations[id]`) that needs confirmation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Annotation {
+    pub id: String,
+    pub label: String,
+    pub description: Option<String>,
+}
+
+/// The user's answers about change annotations, by annotation id. A declined
+/// id wins over a confirmed one.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Decisions {
+    /// Annotations the user already confirmed: not left unconfirmed in the plan.
+    pub confirmed: BTreeSet<String>,
+    /// Annotations the user declined: their changes are left out of the plan.
+    pub declined: BTreeSet<String>,
+}
+
+/// What the planner needs besides the edit itself.
+pub struct PlanContext<'a> {
+    /// The server's position encoding (the `positionEncoding` it negotiated).
+    pub encoding: PositionEncoding,
+    /// What is at a path now; `None` when nothing is. Asked once per path
+    /// at most, and only for paths that pass `writable`.
+    pub current: &'a dyn Fn(&Path) -> Option<Entry>,
+    /// Whether a path may be changed (created, written, renamed from or to,
+    /// deleted): the session roots, e.g. `Confinement::is_writable`.
+    pub writable: &'a dyn Fn(&Path) -> bool,
+    pub decisions: &'a Decisions,
+}
+
+/// One step of a plan. `change` is the index of the change it came from
+/// (counted as in [`PlanError::failed_change`]); `annotations` the change
+/// annotation ids it carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FileOperation {
+    /// Replace the whole text of an existing file (possibly one created or
+    /// renamed by an earlier operation of the plan).
+    Write {
+        path: PathBuf,
+        old: String,
+        new: String,
+        change: usize,
+        annotations: Vec<String>,
+    },
+    /// Create an empty file. `overwrite`: a file is there and is replaced
+    /// (its text in `old` when known); otherwise nothing may be there.
+    Create {
+        path: PathBuf,
+        overwrite: bool,
+        old: Option<String>,
+        change: usize,
+        annotations: Vec<String>,
+    },
+    /// Move a file or directory. `overwrite`: something is at `to` and is
+    /// replaced; otherwise nothing may be there.
+    Rename {
+        from: PathBuf,
+        to: PathBuf,
+        overwrite: bool,
+        change: usize,
+        annotations: Vec<String>,
+    },
+    /// Remove a file, or a directory (with its contents when `recursive`;
+    /// an empty one otherwise). `old` is a text file's text, for diffs.
+    Delete {
+        path: PathBuf,
+        recursive: bool,
+        directory: bool,
+        old: Option<String>,
+        change: usize,
+        annotations: Vec<String>,
+    },
+}
+
+impl FileOperation {
+    /// The index of the change this operation came from.
+    pub fn change(&self) -> usize {
+        match self {
+            FileOperation::Write { change, .. }
+            | FileOperation::Create { change, .. }
+            | FileOperation::Rename { change, .. }
+            | FileOperation::Delete { change, .. } => *change,
+        }
+    }
+
+    /// The change annotation ids this operation carries.
+    pub fn annotations(&self) -> &[String] {
+        match self {
+            FileOperation::Write { annotations, .. }
+            | FileOperation::Create { annotations, .. }
+            | FileOperation::Rename { annotations, .. }
+            | FileOperation::Delete { annotations, .. } => annotations,
+        }
+    }
+}
+
+/// The result of planning: what to do, in order, and what needs a yes first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    pub operations: Vec<FileOperation>,
+    /// Annotations with `needsConfirmation: true` that some planned change
+    /// carries, in order of first use. Their changes are in `operations`,
+    /// but appliers refuse the plan while any is unconfirmed.
+    pub needs_confirmation: Vec<Annotation>,
+    /// Every path the planner looked up and what the lookup said, in lookup
+    /// order: the state the plan assumes. The disk applier checks it again
+    /// before changing anything, so a file changed since planning is not
+    /// overwritten with text computed from its old contents.
+    pub basis: Vec<(PathBuf, Option<Entry>)>,
+    confirmed: BTreeSet<String>,
+}
+
+impl Plan {
+    /// Records the user's confirmation of these annotation ids.
+    pub fn confirm<I, S>(&mut self, ids: I)
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.confirmed.extend(ids.into_iter().map(Into::into));
+    }
+
+    /// The annotations in `needs_confirmation` not confirmed yet.
+    pub fn unconfirmed(&self) -> Vec<&Annotation> {
+        self.needs_confirmation
+            .iter()
+            .filter(|a| !self.confirmed.contains(&a.id))
+            .collect()
+    }
+
+    /// Whether the plan may be applied: nothing left to confirm.
+    pub fn is_confirmed(&self) -> bool {
+        self.unconfirmed().is_empty()
+    }
+}
+
+/// Why an edit cannot be planned; `failed_change` like LSP's
+/// `ApplyWorkspaceEditResult.failedChange`: the index of the change, `None`
+/// when the edit is malformed outside any one change. A change is one entry
+/// of `documentChanges`, or one URI of the `changes` map, counted in the
+/// map's iteration order (serde_json's: sorted by URI).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", describe(*.failed_change, .kind))]
+pub struct PlanError {
+    pub failed_change: Option<usize>,
+    pub kind: PlanErrorKind,
+}
+
+fn describe(failed_change: Option<usize>, kind: &PlanErrorKind) -> String {
+    match failed_change {
+        Some(i) => format!("change {i}: {kind}"),
+        None => kind.to_string(),
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanErrorKind {
+    #[error("malformed workspace edit: {0}")]
+    Malformed(String),
+    #[error("invalid URI {uri:?}: {why}")]
+    InvalidUri { uri: String, why: String },
+    #[error("{} is outside the writable roots", path.display())]
+    NotWritable { path: PathBuf },
+    #[error("{} does not exist", path.display())]
+    NotFound { path: PathBuf },
+    #[error("{} is a directory, not a file", path.display())]
+    NotAFile { path: PathBuf },
+    #[error("{} is not a readable text file", path.display())]
+    NotText { path: PathBuf },
+    #[error("{} is at version {actual}, the edit is for version {expected}", path.display())]
+    VersionMismatch {
+        path: PathBuf,
+        expected: i32,
+        actual: i32,
+    },
+    /// Two edits of one change overlap; indices into the change's `edits`.
+    #[error("edits {first} and {second} of {} overlap", path.display())]
+    Overlap {
+        path: PathBuf,
+        first: usize,
+        second: usize,
+    },
+    #[error("edit {edit} of {}: {why}", path.display())]
+    InvalidRange {
+        path: PathBuf,
+        edit: usize,
+        why: String,
+    },
+    #[error("{} already exists", path.display())]
+    AlreadyExists { path: PathBuf },
+    #[error("{}: {why}", path.display())]
+    Conflict { path: PathBuf, why: String },
+    #[error("cannot rename {} to {}: one contains the other", from.display(), to.display())]
+    InvalidRename { from: PathBuf, to: PathBuf },
+    #[error("unknown change annotation {id:?}")]
+    UnknownAnnotation { id: String },
+}
+
+/// Plans `edit` (an LSP `WorkspaceEdit`). `documentChanges`, when present,
+/// is used and `changes` ignored, as LSP prefers it.
+pub fn plan(edit: &Value, cx: &PlanContext<'_>) -> Result<Plan, PlanError> {
+    let obj = edit
+        .as_object()
+        .ok_or_else(|| top_level("a WorkspaceEdit must be an object"))?;
+    let annotations = read_annotations(obj).map_err(|kind| PlanError {
+        failed_change: None,
+        kind,
+    })?;
+    let mut planner = Planner {
+        cx,
+        annotations,
+        needs_confirmation: Vec::new(),
+        vfs: Vfs {
+            base: cx.current,
+            log: Vec::new(),
+            basis: Vec::new(),
+            looked_up: HashMap::new(),
+        },
+        operations: Vec::new(),
+    };
+    for (index, change) in changes_of(obj)?.into_iter().enumerate() {
+        planner.change(index, change).map_err(|kind| PlanError {
+            failed_change: Some(index),
+            kind,
+        })?;
+    }
+    Ok(Plan {
+        operations: planner.operations,
+        needs_confirmation: planner.needs_confirmation,
+        basis: planner.vfs.basis,
+        confirmed: cx.decisions.confirmed.clone(),
+    })
+}
+
+/// Every path the edit names (document URIs, create/rename/delete URIs), in
+/// order, each once: what a caller must look up before planning when its
+/// lookup cannot be lazy (e.g. an async read through ACP).
+pub fn touched_paths(edit: &Value) -> Result<Vec<PathBuf>, PlanError> {
+    let obj = edit
+        .as_object()
+        .ok_or_else(|| top_level("a WorkspaceEdit must be an object"))?;
+    let mut seen = HashSet::new();
+    let mut paths = Vec::new();
+    for (index, change) in changes_of(obj)?.into_iter().enumerate() {
+        let at = |kind| PlanError {
+            failed_change: Some(index),
+            kind,
+        };
+        let uris = match change {
+            Change::Text { uri, .. } => vec![uri],
+            Change::Create(op) | Change::Delete(op) => vec![req_str(op, "uri").map_err(at)?],
+            Change::Rename(op) => vec![
+                req_str(op, "oldUri").map_err(at)?,
+                req_str(op, "newUri").map_err(at)?,
+            ],
+        };
+        for uri in uris {
+            let path = path_of(uri).map_err(at)?;
+            if seen.insert(path.clone()) {
+                paths.push(path);
+            }
+        }
+    }
+    Ok(paths)
+}
+
+/// One entry of `documentChanges` or of `changes`, classified but not yet read.
+enum Change<'v> {
+    Text {
+        uri: &'v str,
+        version: Option<i32>,
+        edits: &'v [Value],
+    },
+    Create(&'v Map<String, Value>),
+    Rename(&'v Map<String, Value>),
+    Delete(&'v Map<String, Value>),
+}
+
+fn top_level(why: &str) -> PlanError {
+    PlanError {
+        failed_change: None,
+        kind: PlanErrorKind::Malformed(why.to_string()),
+    }
+}
+
+fn changes_of(obj: &Map<String, Value>) -> Result<Vec<Change<'_>>, PlanError> {
+    match obj.get("documentChanges") {
+        Some(Value::Array(items)) => items
+            .iter()
+            .enumerate()
+            .map(|(index, item)| {
+                classify(item).map_err(|kind| PlanError {
+                    failed_change: Some(index),
+                    kind,
+                })
+            })
+            .collect(),
+        Some(Value::Null) | None => match obj.get("changes") {
+            Some(Value::Object(map)) => map
+                .iter()
+                .enumerate()
+                .map(|(index, (uri, edits))| match edits {
+                    Value::Array(edits) => Ok(Change::Text {
+                        uri,
+                        version: None,
+                        edits,
+                    }),
+                    _ => Err(PlanError {
+                        failed_change: Some(index),
+                        kind: malformed("the edits of a `changes` entry must be an array"),
+                    }),
+                })
+                .collect(),
+            Some(Value::Null) | None => Ok(Vec::new()),
+            Some(_) => Err(top_level("`changes` must be an object")),
+        },
+        Some(_) => Err(top_level("`documentChanges` must be an array")),
+    }
+}
+
+fn classify(item: &Value) -> Result<Change<'_>, PlanErrorKind> {
+    let obj = item
+        .as_object()
+        .ok_or_else(|| malformed("a document change must be an object"))?;
+    match obj.get("kind") {
+        Some(Value::String(kind)) => match kind.as_str() {
+            "create" => Ok(Change::Create(obj)),
+            "rename" => Ok(Change::Rename(obj)),
+            "delete" => Ok(Change::Delete(obj)),
+            other => Err(malformed(&format!("unknown resource operation {other:?}"))),
+        },
+        Some(_) => Err(malformed("`kind` must be a string")),
+        None => {
+            let doc = obj
+                .get("textDocument")
+                .and_then(Value::as_object)
+                .ok_or_else(|| malformed("a TextDocumentEdit needs a `textDocument` object"))?;
+            let uri = req_str(doc, "uri")?;
+            let version = match doc.get("version") {
+                None | Some(Value::Null) => None,
+                Some(v) => Some(
+                    v.as_i64()
+                        .and_then(|v| i32::try_from(v).ok())
+                        .ok_or_else(|| malformed("`textDocument.version` must be an integer"))?,
+                ),
+            };
+            let edits = obj
+                .get("edits")
+                .and_then(Value::as_array)
+                .ok_or_else(|| malformed("a TextDocumentEdit needs an `edits` array"))?;
+            Ok(Change::Text {
+                uri,
+                version,
+                edits,
+            })
+        }
+    }
+}
+
+/// `changeAnnotations`, by id, with the parts the planner uses.
+struct AnnotationInfo {
+    label: String,
+    description: Option<String>,
+    needs_confirmation: bool,
+}
+
+fn read_annotations(
+    obj: &Map<String, Value>,
+) -> Result<BTreeMap<String, AnnotationInfo>, PlanErrorKind> {
+    let mut out = BTreeMap::new();
+    let map = match obj.get("changeAnnotations") {
+        None | Some(Value::Null) => return Ok(out),
+        Some(Value::Object(map)) => map,
+        Some(_) => return Err(malformed("`changeAnnotations` must be an object")),
+    };
+    for (id, a) in map {
+        let a = a
+            .as_object()
+            .ok_or_else(|| malformed(&format!("change annotation {id:?} must be an object")))?;
+        let label = req_str(a, "label")?.to_string();
+        let description = opt_str(a, "description")?.map(str::to_string);
+        let needs_confirmation = opt_bool(a, "needsConfirmation")?;
+        out.insert(
+            id.clone(),
+            AnnotationInfo {
+                label,
+                description,
+                needs_confirmation,
+            },
+        );
+    }
+    Ok(out)
+}
+
+fn malformed(why: &str) -> PlanErrorKind {
+    PlanErrorKind::Malformed(why.to_string())
+}
+
+fn req_str<'v>(obj: &'v Map<String, Value>, key: &str) -> Result<&'v str, PlanErrorKind> {
+    obj.get(key)
+        .and_then(Value::as_str)
+        .ok_or_else(|| malformed(&format!("`{key}` must be a string")))
+}
+
+fn opt_str<'v>(obj: &'v Map<String, Value>, key: &str) -> Result<Option<&'v str>, PlanErrorKind> {
+    match obj.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(_) => Err(malformed(&format!("`{key}` must be a string"))),
+    }
+}
+
+fn opt_bool(obj: &Map<String, Value>, key: &str) -> Result<bool, PlanErrorKind> {
+    match obj.get(key) {
+        None | Some(Value::Null) => Ok(false),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(_) => Err(malformed(&format!("`{key}` must be a boolean"))),
+    }
+}
+
+/// A resource operation's `options`, absent members being `false`.
+fn option(op: &Map<String, Value>, key: &str) -> Result<bool, PlanErrorKind> {
+    match op.get("options") {
+        None | Some(Value::Null) => Ok(false),
+        Some(Value::Object(options)) => opt_bool(options, key),
+        Some(_) => Err(malformed("`options` must be an object")),
+    }
+}
+
+/// A `file:` URI as a local absolute path.
+fn path_of(uri: &str) -> Result<PathBuf, PlanErrorKind> {
+    let invalid = |why: &str| PlanErrorKind::InvalidUri {
+        uri: uri.to_string(),
+        why: why.to_string(),
+    };
+    let url = Url::parse(uri).map_err(|e| invalid(&e.to_string()))?;
+    if url.scheme() != "file" {
+        return Err(invalid("not a file URI"));
+    }
+    // `to_file_path` refuses hosts other than `localhost`.
+    let path = url
+        .to_file_path()
+        .map_err(|()| invalid("not a local file path"))?;
+    // A decoded `%00` would make the path mean something else to the kernel.
+    if path.as_os_str().as_encoded_bytes().contains(&0) {
+        return Err(invalid("contains a NUL"));
+    }
+    Ok(path)
+}
+
+/// The state of files as the plan has changed them so far: a log of layers
+/// over the caller's lookup, read newest first. Directory renames and
+/// deletions are layers too, so paths below them resolve without the
+/// planner having to know a directory's contents.
+struct Vfs<'a> {
+    base: &'a dyn Fn(&Path) -> Option<Entry>,
+    log: Vec<Layer>,
+    basis: Vec<(PathBuf, Option<Entry>)>,
+    /// Index into `basis` by path.
+    looked_up: HashMap<PathBuf, usize>,
+}
+
+enum Layer {
+    Set(PathBuf, Entry),
+    /// The path and everything below it are gone.
+    Remove(PathBuf),
+    /// Everything at or below `from` is now at or below `to` (and whatever
+    /// was at `to` before is gone).
+    Move {
+        from: PathBuf,
+        to: PathBuf,
+    },
+}
+
+impl Vfs<'_> {
+    fn get(&mut self, path: &Path) -> Option<Entry> {
+        let mut p = path.to_path_buf();
+        let mut moved = false;
+        for layer in self.log.iter().rev() {
+            match layer {
+                Layer::Set(q, entry) => {
+                    if *q == p {
+                        return Some(forget_version(entry.clone(), moved));
+                    }
+                    // Below a file there is nothing; below a directory the
+                    // layer says nothing about the children.
+                    if p.starts_with(q) && !matches!(entry, Entry::Directory) {
+                        return None;
+                    }
+                }
+                Layer::Remove(q) => {
+                    if p.starts_with(q) {
+                        return None;
+                    }
+                }
+                Layer::Move { from, to } => {
+                    if let Ok(rest) = p.strip_prefix(to) {
+                        p = if rest.as_os_str().is_empty() {
+                            from.clone()
+                        } else {
+                            from.join(rest)
+                        };
+                        moved = true;
+                    } else if p.starts_with(from) {
+                        return None;
+                    }
+                }
+            }
+        }
+        // The lookup is asked once per path: the plan must rest on one
+        // answer per path, even if the caller's files change meanwhile.
+        let entry = match self.looked_up.get(&p) {
+            Some(&i) => self.basis[i].1.clone(),
+            None => {
+                let entry = (self.base)(&p);
+                self.looked_up.insert(p.clone(), self.basis.len());
+                self.basis.push((p, entry.clone()));
+                entry
+            }
+        };
+        entry.map(|e| forget_version(e, moved))
+    }
+
+    fn set(&mut self, path: PathBuf, entry: Entry) {
+        self.log.push(Layer::Set(path, entry));
+    }
+}
+
+/// A document's LSP version belongs to its old URI; after a move it is unknown.
+fn forget_version(entry: Entry, moved: bool) -> Entry {
+    match entry {
+        Entry::File(Current { text, .. }) if moved => Entry::File(Current {
+            text,
+            version: None,
+        }),
+        other => other,
+    }
+}
+
+struct Planner<'a, 'c> {
+    cx: &'a PlanContext<'c>,
+    annotations: BTreeMap<String, AnnotationInfo>,
+    needs_confirmation: Vec<Annotation>,
+    vfs: Vfs<'c>,
+    operations: Vec<FileOperation>,
+}
+
+/// One text edit, resolved to byte offsets of the current text.
+struct Resolved<'v> {
+    start: usize,
+    end: usize,
+    new_text: &'v str,
+    /// Index in the change's `edits`, for errors and for the order of
+    /// insertions at one position.
+    index: usize,
+}
+
+impl Planner<'_, '_> {
+    fn change(&mut self, index: usize, change: Change<'_>) -> Result<(), PlanErrorKind> {
+        match change {
+            Change::Text {
+                uri,
+                version,
+                edits,
+            } => self.text_edit(index, uri, version, edits),
+            Change::Create(op) => self.create(index, op),
+            Change::Rename(op) => self.rename(index, op),
+            Change::Delete(op) => self.delete(index, op),
+        }
+    }
+
+    /// Whether a change carrying `id` is planned: unknown ids are errors,
+    /// declined ones are left out.
+    fn admit(&self, id: Option<&str>) -> Result<bool, PlanErrorKind> {
+        let Some(id) = id else { return Ok(true) };
+        if !self.annotations.contains_key(id) {
+            return Err(PlanErrorKind::UnknownAnnotation { id: id.to_string() });
+        }
+        Ok(!self.cx.decisions.declined.contains(id))
+    }
+
+    /// Adds `op` to the plan, listing the annotations it carries that need
+    /// confirmation. Only here: a change that turns out to do nothing (an
+    /// ignored create, an edit leaving the text as it was) asks nothing.
+    fn push(&mut self, op: FileOperation) {
+        for id in op.annotations() {
+            let Some(info) = self.annotations.get(id) else {
+                continue;
+            };
+            if info.needs_confirmation && !self.needs_confirmation.iter().any(|a| a.id == *id) {
+                self.needs_confirmation.push(Annotation {
+                    id: id.clone(),
+                    label: info.label.clone(),
+                    description: info.description.clone(),
+                });
+            }
+        }
+        self.operations.push(op);
+    }
+
+    fn writable_path(&self, uri: &str) -> Result<PathBuf, PlanErrorKind> {
+        let path = path_of(uri)?;
+        if (self.cx.writable)(&path) {
+            Ok(path)
+        } else {
+            Err(PlanErrorKind::NotWritable { path })
+        }
+    }
+
+    fn text_edit(
+        &mut self,
+        change: usize,
+        uri: &str,
+        version: Option<i32>,
+        edits: &[Value],
+    ) -> Result<(), PlanErrorKind> {
+        let path = self.writable_path(uri)?;
+        let current = match self.vfs.get(&path) {
+            Some(Entry::File(current)) => current,
+            Some(Entry::Directory) => return Err(PlanErrorKind::NotAFile { path }),
+            Some(Entry::Opaque) => return Err(PlanErrorKind::NotText { path }),
+            None => return Err(PlanErrorKind::NotFound { path }),
+        };
+        if let (Some(expected), Some(actual)) = (version, current.version) {
+            if expected != actual {
+                return Err(PlanErrorKind::VersionMismatch {
+                    path,
+                    expected,
+                    actual,
+                });
+            }
+        }
+        let text = current.text;
+        let lines = LineIndex::new(&text);
+        let mut resolved = Vec::with_capacity(edits.len());
+        let mut annotations: Vec<String> = Vec::new();
+        for (index, edit) in edits.iter().enumerate() {
+            let edit = edit
+                .as_object()
+                .ok_or_else(|| malformed("a text edit must be an object"))?;
+            let id = opt_str(edit, "annotationId")?;
+            if !self.admit(id)? {
+                continue;
+            }
+            if let Some(id) = id {
+                if !annotations.iter().any(|a| a == id) {
+                    annotations.push(id.to_string());
+                }
+            }
+            let new_text = req_str(edit, "newText")?;
+            let range = edit
+                .get("range")
+                .and_then(Value::as_object)
+                .ok_or_else(|| malformed("a text edit needs a `range` object"))?;
+            let offset = |key: &str| -> Result<usize, PlanErrorKind> {
+                let (line, character) = position(range, key)?;
+                lines
+                    .offset(&text, line, character, self.cx.encoding)
+                    .map_err(
+                        |PositionError::InsideCharacter { .. }| PlanErrorKind::InvalidRange {
+                            path: path.clone(),
+                            edit: index,
+                            why: format!(
+                                "{key} {line}:{character} falls inside a character in {}",
+                                self.cx.encoding.as_lsp()
+                            ),
+                        },
+                    )
+            };
+            let (start, end) = (offset("start")?, offset("end")?);
+            if start > end {
+                return Err(PlanErrorKind::InvalidRange {
+                    path,
+                    edit: index,
+                    why: "the range ends before it starts".to_string(),
+                });
+            }
+            resolved.push(Resolved {
+                start,
+                end,
+                new_text,
+                index,
+            });
+        }
+        // Insertions at a position go before a replacement starting there
+        // (they are before the replaced text), and among themselves keep the
+        // order of the array, as LSP requires: a stable sort by (start, end).
+        resolved.sort_by_key(|e| (e.start, e.end));
+        for pair in resolved.windows(2) {
+            if pair[1].start < pair[0].end {
+                return Err(PlanErrorKind::Overlap {
+                    path,
+                    first: pair[0].index.min(pair[1].index),
+                    second: pair[0].index.max(pair[1].index),
+                });
+            }
+        }
+        let mut new = String::with_capacity(text.len());
+        let mut cursor = 0;
+        for e in &resolved {
+            new.push_str(&text[cursor..e.start]);
+            new.push_str(e.new_text);
+            cursor = e.end;
+        }
+        new.push_str(&text[cursor..]);
+        if new == text {
+            return Ok(());
+        }
+        self.vfs.set(path.clone(), Entry::text(new.clone()));
+        self.push(FileOperation::Write {
+            path,
+            old: text,
+            new,
+            change,
+            annotations,
+        });
+        Ok(())
+    }
+
+    /// The annotation id of a resource operation, if it is to be planned.
+    fn admit_op(&self, op: &Map<String, Value>) -> Result<Option<Vec<String>>, PlanErrorKind> {
+        let id = opt_str(op, "annotationId")?;
+        Ok(self
+            .admit(id)?
+            .then(|| id.map(str::to_string).into_iter().collect()))
+    }
+
+    fn create(&mut self, change: usize, op: &Map<String, Value>) -> Result<(), PlanErrorKind> {
+        let Some(annotations) = self.admit_op(op)? else {
+            return Ok(());
+        };
+        let path = self.writable_path(req_str(op, "uri")?)?;
+        // LSP: "Overwrite wins over `ignoreIfExists`".
+        let overwrite = option(op, "overwrite")?;
+        let ignore_if_exists = option(op, "ignoreIfExists")?;
+        let old = match self.vfs.get(&path) {
+            None => None,
+            Some(_) if ignore_if_exists && !overwrite => return Ok(()),
+            Some(Entry::Directory) if overwrite => {
+                return Err(PlanErrorKind::Conflict {
+                    path,
+                    why: "a directory is there; creating a file would not replace it".into(),
+                })
+            }
+            Some(_) if !overwrite => return Err(PlanErrorKind::AlreadyExists { path }),
+            Some(Entry::File(current)) => Some(Some(current.text)),
+            Some(_) => Some(None),
+        };
+        self.vfs.set(path.clone(), Entry::text(""));
+        self.push(FileOperation::Create {
+            path,
+            overwrite: old.is_some(),
+            old: old.flatten(),
+            change,
+            annotations,
+        });
+        Ok(())
+    }
+
+    fn rename(&mut self, change: usize, op: &Map<String, Value>) -> Result<(), PlanErrorKind> {
+        let Some(annotations) = self.admit_op(op)? else {
+            return Ok(());
+        };
+        let from = self.writable_path(req_str(op, "oldUri")?)?;
+        let to = self.writable_path(req_str(op, "newUri")?)?;
+        let overwrite = option(op, "overwrite")?;
+        let ignore_if_exists = option(op, "ignoreIfExists")?;
+        let Some(source) = self.vfs.get(&from) else {
+            return Err(PlanErrorKind::NotFound { path: from });
+        };
+        if from == to {
+            return Ok(());
+        }
+        if to.starts_with(&from) || from.starts_with(&to) {
+            return Err(PlanErrorKind::InvalidRename { from, to });
+        }
+        let target = self.vfs.get(&to);
+        if let Some(target) = &target {
+            if ignore_if_exists && !overwrite {
+                return Ok(());
+            }
+            if !overwrite {
+                return Err(PlanErrorKind::AlreadyExists { path: to });
+            }
+            // rename(2) replaces a file with a file and a directory with a
+            // directory; the other pairings fail on disk, so fail them here.
+            let source_is_dir = source == Entry::Directory;
+            let target_is_dir = *target == Entry::Directory;
+            if source_is_dir != target_is_dir {
+                return Err(PlanErrorKind::Conflict {
+                    path: to,
+                    why: if target_is_dir {
+                        "cannot replace a directory with a file".into()
+                    } else {
+                        "cannot replace a file with a directory".into()
+                    },
+                });
+            }
+        }
+        self.vfs.log.push(Layer::Move {
+            from: from.clone(),
+            to: to.clone(),
+        });
+        self.push(FileOperation::Rename {
+            from,
+            to,
+            overwrite: target.is_some(),
+            change,
+            annotations,
+        });
+        Ok(())
+    }
+
+    fn delete(&mut self, change: usize, op: &Map<String, Value>) -> Result<(), PlanErrorKind> {
+        let Some(annotations) = self.admit_op(op)? else {
+            return Ok(());
+        };
+        let path = self.writable_path(req_str(op, "uri")?)?;
+        let recursive = option(op, "recursive")?;
+        let ignore_if_not_exists = option(op, "ignoreIfNotExists")?;
+        let entry = match self.vfs.get(&path) {
+            Some(entry) => entry,
+            None if ignore_if_not_exists => return Ok(()),
+            None => return Err(PlanErrorKind::NotFound { path }),
+        };
+        self.vfs.log.push(Layer::Remove(path.clone()));
+        self.push(FileOperation::Delete {
+            path,
+            recursive,
+            directory: entry == Entry::Directory,
+            old: match entry {
+                Entry::File(current) => Some(current.text),
+                _ => None,
+            },
+            change,
+            annotations,
+        });
+        Ok(())
+    }
+}
+
+/// `range[key]` as `(line, character)`.
+fn position(range: &Map<String, Value>, key: &str) -> Result<(u64, u64), PlanErrorKind> {
+    let p = range
+        .get(key)
+        .and_then(Value::as_object)
+        .ok_or_else(|| malformed(&format!("`range.{key}` must be a position object")))?;
+    let number = |field: &str| {
+        p.get(field).and_then(Value::as_u64).ok_or_else(|| {
+            malformed(&format!(
+                "`range.{key}.{field}` must be a non-negative integer"
+            ))
+        })
+    };
+    Ok((number("line")?, number("character")?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use std::collections::HashMap;
+
+    const ROOT: &str = "/ws";
+
+    fn p(name: &str) -> PathBuf {
+        Path::new(ROOT).join(name)
+    }
+
+    fn uri(name: &str) -> String {
+        format!("file://{ROOT}/{name}")
+    }
+
+    fn in_root(path: &Path) -> bool {
+        path.starts_with(ROOT)
+    }
+
+    fn run_with(
+        edit: Value,
+        files: &[(&str, Entry)],
+        encoding: PositionEncoding,
+        decisions: &Decisions,
+    ) -> Result<Plan, PlanError> {
+        let map: HashMap<PathBuf, Entry> = files
+            .iter()
+            .map(|(name, entry)| (p(name), entry.clone()))
+            .collect();
+        let current = move |path: &Path| map.get(path).cloned();
+        plan(
+            &edit,
+            &PlanContext {
+                encoding,
+                current: &current,
+                writable: &in_root,
+                decisions,
+            },
+        )
+    }
+
+    fn run(edit: Value, files: &[(&str, Entry)]) -> Result<Plan, PlanError> {
+        run_with(edit, files, PositionEncoding::Utf16, &Decisions::default())
+    }
+
+    fn edit(sl: u64, sc: u64, el: u64, ec: u64, text: &str) -> Value {
+        json!({"range": {"start": {"line": sl, "character": sc},
+                         "end": {"line": el, "character": ec}}, "newText": text})
+    }
+
+    fn text_doc(name: &str, version: Value, edits: Vec<Value>) -> Value {
+        json!({"textDocument": {"uri": uri(name), "version": version}, "edits": edits})
+    }
+
+    /// The final text of `name` after the plan's writes, if it has any.
+    fn final_text(plan: &Plan, name: &str) -> Option<String> {
+        plan.operations.iter().rev().find_map(|op| match op {
+            FileOperation::Write { path, new, .. } if *path == p(name) => Some(new.clone()),
+            _ => None,
+        })
+    }
+
+    fn err_of(result: Result<Plan, PlanError>) -> PlanError {
+        result.expect_err("planning should fail")
+    }
+
+    #[test]
+    fn changes_map_with_edits_in_any_order() {
+        let plan = run(
+            json!({"changes": {uri("a.rs"): [
+                edit(1, 0, 1, 3, "BBB"),
+                edit(0, 0, 0, 1, "X"),
+                edit(2, 3, 2, 3, "!"),
+            ]}}),
+            &[("a.rs", Entry::text("abc\nbbb\nccc"))],
+        )
+        .expect("plan");
+        assert_eq!(plan.operations.len(), 1);
+        let FileOperation::Write {
+            old, new, change, ..
+        } = &plan.operations[0]
+        else {
+            panic!("expected a write: {plan:?}");
+        };
+        assert_eq!(old, "abc\nbbb\nccc");
+        assert_eq!(new, "Xbc\nBBB\nccc!");
+        assert_eq!(*change, 0);
+        assert_eq!(
+            plan.basis,
+            vec![(p("a.rs"), Some(Entry::text("abc\nbbb\nccc")))]
+        );
+    }
+
+    #[test]
+    fn document_changes_win_over_changes() {
+        let plan = run(
+            json!({
+                "changes": {uri("a.rs"): [edit(0, 0, 0, 0, "from changes")]},
+                "documentChanges": [text_doc("a.rs", Value::Null, vec![edit(0, 0, 0, 0, "dc ")])]
+            }),
+            &[("a.rs", Entry::text("x"))],
+        )
+        .expect("plan");
+        assert_eq!(final_text(&plan, "a.rs").as_deref(), Some("dc x"));
+    }
+
+    #[test]
+    fn insertions_at_one_position_keep_their_order() {
+        let plan = run(
+            json!({"changes": {uri("a.rs"): [
+                edit(0, 1, 0, 2, "R"),
+                edit(0, 1, 0, 1, "1"),
+                edit(0, 1, 0, 1, "2"),
+                edit(0, 2, 0, 2, "3"),
+            ]}}),
+            &[("a.rs", Entry::text("abc"))],
+        )
+        .expect("plan");
+        // Insertions at 1 in array order, then the replacement of "b", then
+        // the insertion where the replacement ends.
+        assert_eq!(final_text(&plan, "a.rs").as_deref(), Some("a12R3c"));
+    }
+
+    #[test]
+    fn overlapping_edits_are_rejected_with_the_failing_change() {
+        let e = err_of(run(
+            json!({"documentChanges": [
+                text_doc("a.rs", Value::Null, vec![edit(0, 0, 0, 1, "x")]),
+                text_doc("b.rs", Value::Null, vec![edit(0, 0, 0, 3, "x"), edit(0, 5, 0, 5, "y"), edit(0, 2, 0, 4, "z")]),
+            ]}),
+            &[
+                ("a.rs", Entry::text("abcdef")),
+                ("b.rs", Entry::text("abcdef")),
+            ],
+        ));
+        assert_eq!(e.failed_change, Some(1));
+        assert_eq!(
+            e.kind,
+            PlanErrorKind::Overlap {
+                path: p("b.rs"),
+                first: 0,
+                second: 2
+            }
+        );
+        // An insertion strictly inside a replaced range overlaps it too.
+        let e = err_of(run(
+            json!({"changes": {uri("a.rs"): [edit(0, 0, 0, 3, "x"), edit(0, 1, 0, 1, "y")]}}),
+            &[("a.rs", Entry::text("abcdef"))],
+        ));
+        assert!(matches!(e.kind, PlanErrorKind::Overlap { .. }), "{e}");
+        // Identical non-empty ranges overlap.
+        let e = err_of(run(
+            json!({"changes": {uri("a.rs"): [edit(0, 0, 0, 3, "x"), edit(0, 0, 0, 3, "y")]}}),
+            &[("a.rs", Entry::text("abcdef"))],
+        ));
+        assert!(matches!(e.kind, PlanErrorKind::Overlap { .. }), "{e}");
+    }
+
+    #[test]
+    fn version_is_checked_when_both_are_known() {
+        let files = [("a.rs", Entry::versioned("abc", 4))];
+        let e = err_of(run(
+            json!({"documentChanges": [text_doc("a.rs", json!(3), vec![edit(0, 0, 0, 0, "x")])]}),
+            &files,
+        ));
+        assert_eq!(e.failed_change, Some(0));
+        assert_eq!(
+            e.kind,
+            PlanErrorKind::VersionMismatch {
+                path: p("a.rs"),
+                expected: 3,
+                actual: 4
+            }
+        );
+        for version in [json!(4), Value::Null] {
+            let plan = run(
+                json!({"documentChanges": [text_doc("a.rs", version, vec![edit(0, 0, 0, 0, "x")])]}),
+                &files,
+            )
+            .expect("matching or null version");
+            assert_eq!(final_text(&plan, "a.rs").as_deref(), Some("xabc"));
+        }
+        // A file without a known version accepts any version.
+        run(
+            json!({"documentChanges": [text_doc("a.rs", json!(9), vec![edit(0, 0, 0, 0, "x")])]}),
+            &[("a.rs", Entry::text("abc"))],
+        )
+        .expect("unknown current version");
+    }
+
+    #[test]
+    fn positions_past_the_line_end_clamp() {
+        let plan = run(
+            json!({"changes": {uri("a.rs"): [edit(0, 2, 0, 99, "Z"), edit(7, 0, 9, 0, "!")]}}),
+            &[("a.rs", Entry::text("abcd\r\nef"))],
+        )
+        .expect("plan");
+        assert_eq!(final_text(&plan, "a.rs").as_deref(), Some("abZ\r\nef!"));
+    }
+
+    #[test]
+    fn crlf_and_lone_cr_are_line_ends() {
+        let plan = run(
+            json!({"changes": {uri("a.rs"): [
+                edit(1, 0, 1, 1, "B"),
+                edit(2, 0, 2, 1, "C"),
+                edit(3, 0, 3, 1, "D"),
+            ]}}),
+            &[("a.rs", Entry::text("a\r\nb\rc\nd"))],
+        )
+        .expect("plan");
+        assert_eq!(final_text(&plan, "a.rs").as_deref(), Some("a\r\nB\rC\nD"));
+    }
+
+    #[test]
+    fn encodings_address_the_same_character() {
+        let text = "x😀é\u{301}y";
+        // The 'y': UTF-8 byte 9, UTF-16 unit 5, scalar 4.
+        for (encoding, character) in [
+            (PositionEncoding::Utf8, 9),
+            (PositionEncoding::Utf16, 5),
+            (PositionEncoding::Utf32, 4),
+        ] {
+            let plan = run_with(
+                json!({"changes": {uri("a.rs"): [edit(0, character, 0, character + 1, "Y")]}}),
+                &[("a.rs", Entry::text(text))],
+                encoding,
+                &Decisions::default(),
+            )
+            .expect("plan");
+            assert_eq!(
+                final_text(&plan, "a.rs").as_deref(),
+                Some("x😀é\u{301}Y"),
+                "{encoding:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_position_inside_a_surrogate_pair_is_refused() {
+        let e = err_of(run(
+            json!({"changes": {uri("a.rs"): [edit(0, 1, 0, 1, "x")]}}),
+            &[("a.rs", Entry::text("😀"))],
+        ));
+        assert!(
+            matches!(e.kind, PlanErrorKind::InvalidRange { edit: 0, .. }),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn reversed_range_is_refused() {
+        let e = err_of(run(
+            json!({"changes": {uri("a.rs"): [edit(0, 2, 0, 1, "x")]}}),
+            &[("a.rs", Entry::text("abc"))],
+        ));
+        assert!(matches!(e.kind, PlanErrorKind::InvalidRange { .. }), "{e}");
+    }
+
+    #[test]
+    fn rename_then_edit_edits_the_renamed_file() {
+        let plan = run(
+            json!({"documentChanges": [
+                {"kind": "rename", "oldUri": uri("old.rs"), "newUri": uri("new.rs")},
+                text_doc("new.rs", Value::Null, vec![edit(0, 0, 0, 0, "// moved\n")]),
+            ]}),
+            &[("old.rs", Entry::versioned("fn f() {}", 3))],
+        )
+        .expect("plan");
+        assert_eq!(
+            plan.operations[0],
+            FileOperation::Rename {
+                from: p("old.rs"),
+                to: p("new.rs"),
+                overwrite: false,
+                change: 0,
+                annotations: vec![]
+            }
+        );
+        assert_eq!(
+            final_text(&plan, "new.rs").as_deref(),
+            Some("// moved\nfn f() {}")
+        );
+        // The old name is gone afterwards.
+        let e = err_of(run(
+            json!({"documentChanges": [
+                {"kind": "rename", "oldUri": uri("old.rs"), "newUri": uri("new.rs")},
+                text_doc("old.rs", Value::Null, vec![edit(0, 0, 0, 0, "x")]),
+            ]}),
+            &[("old.rs", Entry::text("fn f() {}"))],
+        ));
+        assert_eq!(e.failed_change, Some(1));
+        assert_eq!(e.kind, PlanErrorKind::NotFound { path: p("old.rs") });
+    }
+
+    #[test]
+    fn directory_rename_carries_its_files() {
+        let plan = run(
+            json!({"documentChanges": [
+                {"kind": "rename", "oldUri": uri("src"), "newUri": uri("lib")},
+                text_doc("lib/m.rs", Value::Null, vec![edit(0, 0, 0, 0, "x")]),
+            ]}),
+            &[("src", Entry::Directory), ("src/m.rs", Entry::text("m"))],
+        )
+        .expect("plan");
+        assert_eq!(final_text(&plan, "lib/m.rs").as_deref(), Some("xm"));
+        let e = err_of(run(
+            json!({"documentChanges": [
+                {"kind": "rename", "oldUri": uri("src"), "newUri": uri("src/inner")},
+            ]}),
+            &[("src", Entry::Directory)],
+        ));
+        assert!(matches!(e.kind, PlanErrorKind::InvalidRename { .. }), "{e}");
+    }
+
+    #[test]
+    fn rename_options() {
+        let files = [("a", Entry::text("A")), ("b", Entry::text("B"))];
+        let rename = |options: Value| {
+            json!({"documentChanges": [
+                {"kind": "rename", "oldUri": uri("a"), "newUri": uri("b"), "options": options},
+            ]})
+        };
+        let e = err_of(run(rename(json!({})), &files));
+        assert_eq!(e.kind, PlanErrorKind::AlreadyExists { path: p("b") });
+        let plan = run(rename(json!({"ignoreIfExists": true})), &files).expect("ignored");
+        assert!(plan.operations.is_empty());
+        let plan = run(
+            rename(json!({"overwrite": true, "ignoreIfExists": true})),
+            &files,
+        )
+        .expect("overwrite wins");
+        assert!(matches!(
+            plan.operations[0],
+            FileOperation::Rename {
+                overwrite: true,
+                ..
+            }
+        ));
+        let e = err_of(run(
+            rename(json!({"overwrite": true})),
+            &[("a", Entry::text("A")), ("b", Entry::Directory)],
+        ));
+        assert!(matches!(e.kind, PlanErrorKind::Conflict { .. }), "{e}");
+        let e = err_of(run(rename(json!({})), &[]));
+        assert_eq!(e.kind, PlanErrorKind::NotFound { path: p("a") });
+    }
+
+    #[test]
+    fn create_with_and_without_overwrite() {
+        let create = |options: Value| {
+            json!({"documentChanges": [
+                {"kind": "create", "uri": uri("n.rs"), "options": options},
+                text_doc("n.rs", Value::Null, vec![edit(0, 0, 0, 0, "new")]),
+            ]})
+        };
+        // Nothing there: created, then edited.
+        let plan = run(create(json!({})), &[]).expect("create");
+        assert_eq!(
+            plan.operations[0],
+            FileOperation::Create {
+                path: p("n.rs"),
+                overwrite: false,
+                old: None,
+                change: 0,
+                annotations: vec![]
+            }
+        );
+        assert_eq!(final_text(&plan, "n.rs").as_deref(), Some("new"));
+        let existing = [("n.rs", Entry::text("old"))];
+        // Existing, no options: refused.
+        let e = err_of(run(create(json!({})), &existing));
+        assert_eq!(e.failed_change, Some(0));
+        assert_eq!(e.kind, PlanErrorKind::AlreadyExists { path: p("n.rs") });
+        // Existing, ignoreIfExists: the create is skipped, the edit applies to the old text.
+        let plan = run(create(json!({"ignoreIfExists": true})), &existing).expect("ignore");
+        assert_eq!(plan.operations.len(), 1);
+        assert_eq!(final_text(&plan, "n.rs").as_deref(), Some("newold"));
+        // Existing, overwrite (wins over ignoreIfExists): emptied, then edited.
+        let plan = run(
+            create(json!({"overwrite": true, "ignoreIfExists": true})),
+            &existing,
+        )
+        .expect("overwrite");
+        assert!(matches!(
+            &plan.operations[0],
+            FileOperation::Create { overwrite: true, old: Some(old), .. } if old == "old"
+        ));
+        assert_eq!(final_text(&plan, "n.rs").as_deref(), Some("new"));
+        // A directory cannot be overwritten by a file.
+        let e = err_of(run(
+            create(json!({"overwrite": true})),
+            &[("n.rs", Entry::Directory)],
+        ));
+        assert!(matches!(e.kind, PlanErrorKind::Conflict { .. }), "{e}");
+    }
+
+    #[test]
+    fn delete_options_and_recursion() {
+        let delete = |name: &str, options: Value| json!({"documentChanges": [{"kind": "delete", "uri": uri(name), "options": options}]});
+        let files = [("d", Entry::Directory), ("d/x.rs", Entry::text("x"))];
+        let plan = run(delete("d", json!({"recursive": true})), &files).expect("delete");
+        assert_eq!(
+            plan.operations,
+            vec![FileOperation::Delete {
+                path: p("d"),
+                recursive: true,
+                directory: true,
+                old: None,
+                change: 0,
+                annotations: vec![]
+            }]
+        );
+        let e = err_of(run(delete("gone", json!({})), &files));
+        assert_eq!(e.kind, PlanErrorKind::NotFound { path: p("gone") });
+        let plan = run(delete("gone", json!({"ignoreIfNotExists": true})), &files).expect("skip");
+        assert!(plan.operations.is_empty());
+        // After a recursive delete, files below the directory are gone.
+        let e = err_of(run(
+            json!({"documentChanges": [
+                {"kind": "delete", "uri": uri("d"), "options": {"recursive": true}},
+                text_doc("d/x.rs", Value::Null, vec![edit(0, 0, 0, 0, "y")]),
+            ]}),
+            &files,
+        ));
+        assert_eq!(e.failed_change, Some(1));
+        assert_eq!(e.kind, PlanErrorKind::NotFound { path: p("d/x.rs") });
+    }
+
+    #[test]
+    fn paths_outside_the_roots_are_refused() {
+        let e = err_of(run(
+            json!({"documentChanges": [
+                text_doc("a.rs", Value::Null, vec![edit(0, 0, 0, 0, "x")]),
+                {"kind": "create", "uri": "file:///etc/evil"},
+            ]}),
+            &[("a.rs", Entry::text(""))],
+        ));
+        assert_eq!(e.failed_change, Some(1));
+        assert_eq!(
+            e.kind,
+            PlanErrorKind::NotWritable {
+                path: PathBuf::from("/etc/evil")
+            }
+        );
+        // Renaming out of the roots is refused as well, and the lookup is
+        // never asked about the outside path.
+        let e = err_of(run(
+            json!({"documentChanges": [
+                {"kind": "rename", "oldUri": uri("a.rs"), "newUri": "file:///tmp/a.rs"},
+            ]}),
+            &[("a.rs", Entry::text(""))],
+        ));
+        assert!(matches!(e.kind, PlanErrorKind::NotWritable { .. }), "{e}");
+        let e = err_of(run(
+            json!({"changes": {"untitled:Untitled-1": [edit(0, 0, 0, 0, "x")]}}),
+            &[],
+        ));
+        assert!(matches!(e.kind, PlanErrorKind::InvalidUri { .. }), "{e}");
+    }
+
+    #[test]
+    fn needs_confirmation_is_surfaced_not_applied_silently() {
+        let edit = json!({
+            "changeAnnotations": {
+                "risky": {"label": "Rename file", "needsConfirmation": true, "description": "moves a.rs"},
+                "plain": {"label": "Fix"},
+                "unused": {"label": "Never used", "needsConfirmation": true},
+            },
+            "documentChanges": [
+                {"kind": "rename", "oldUri": uri("a.rs"), "newUri": uri("b.rs"), "annotationId": "risky"},
+                {"textDocument": {"uri": uri("c.rs"), "version": null}, "edits": [
+                    {"range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 0}},
+                     "newText": "x", "annotationId": "plain"},
+                ]},
+            ]
+        });
+        let files = [("a.rs", Entry::text("a")), ("c.rs", Entry::text("c"))];
+        let mut plan = run(edit.clone(), &files).expect("plan");
+        assert_eq!(
+            plan.needs_confirmation,
+            vec![Annotation {
+                id: "risky".into(),
+                label: "Rename file".into(),
+                description: Some("moves a.rs".into())
+            }]
+        );
+        assert_eq!(plan.operations.len(), 2);
+        assert_eq!(plan.operations[0].annotations(), ["risky".to_string()]);
+        assert_eq!(plan.operations[1].annotations(), ["plain".to_string()]);
+        assert!(!plan.is_confirmed());
+        plan.confirm(["risky"]);
+        assert!(plan.is_confirmed());
+
+        // Confirmed up front.
+        let decisions = Decisions {
+            confirmed: ["risky".to_string()].into(),
+            declined: BTreeSet::new(),
+        };
+        let plan =
+            run_with(edit.clone(), &files, PositionEncoding::Utf16, &decisions).expect("plan");
+        assert!(plan.is_confirmed());
+
+        // Declined: the rename is left out, the rest planned without it.
+        let decisions = Decisions {
+            confirmed: BTreeSet::new(),
+            declined: ["risky".to_string()].into(),
+        };
+        let plan = run_with(edit, &files, PositionEncoding::Utf16, &decisions).expect("plan");
+        assert!(plan.needs_confirmation.is_empty());
+        assert_eq!(plan.operations.len(), 1);
+        assert_eq!(final_text(&plan, "c.rs").as_deref(), Some("xc"));
+    }
+
+    #[test]
+    fn a_change_that_does_nothing_asks_nothing() {
+        let plan = run(
+            json!({
+                "changeAnnotations": {"c": {"label": "Create", "needsConfirmation": true}},
+                "documentChanges": [{"kind": "create", "uri": uri("n"), "annotationId": "c",
+                                     "options": {"ignoreIfExists": true}}]
+            }),
+            &[("n", Entry::text("there"))],
+        )
+        .expect("plan");
+        assert!(plan.operations.is_empty());
+        assert!(plan.needs_confirmation.is_empty());
+    }
+
+    #[test]
+    fn unknown_annotation_is_refused() {
+        let e = err_of(run(
+            json!({"documentChanges": [{"kind": "create", "uri": uri("n"), "annotationId": "nope"}]}),
+            &[],
+        ));
+        assert_eq!(e.failed_change, Some(0));
+        assert_eq!(
+            e.kind,
+            PlanErrorKind::UnknownAnnotation { id: "nope".into() }
+        );
+    }
+
+    #[test]
+    fn malformed_edits_say_where() {
+        let e = err_of(run(json!([]), &[]));
+        assert_eq!(e.failed_change, None);
+        let e = err_of(run(
+            json!({"documentChanges": [{"kind": "create", "uri": uri("n")}, {"kind": "copy"}]}),
+            &[],
+        ));
+        assert_eq!(e.failed_change, Some(1));
+        let e = err_of(run(
+            json!({"changes": {uri("a.rs"): [{"range": {"start": {"line": -1, "character": 0},
+                                                        "end": {"line": 0, "character": 0}}, "newText": ""}]}}),
+            &[("a.rs", Entry::text(""))],
+        ));
+        assert!(matches!(e.kind, PlanErrorKind::Malformed(_)), "{e}");
+        assert!(e.to_string().starts_with("change 0: "), "{e}");
+        let plan = run(json!({}), &[]).expect("an empty edit is fine");
+        assert!(plan.operations.is_empty());
+    }
+
+    #[test]
+    fn edits_that_change_nothing_write_nothing() {
+        let plan = run(
+            json!({"changes": {uri("a.rs"): [edit(0, 0, 0, 1, "a")]}}),
+            &[("a.rs", Entry::text("abc"))],
+        )
+        .expect("plan");
+        assert!(plan.operations.is_empty());
+    }
+
+    #[test]
+    fn edits_of_missing_files_and_directories_are_refused() {
+        let e = err_of(run(
+            json!({"changes": {uri("nope.rs"): [edit(0, 0, 0, 0, "x")]}}),
+            &[],
+        ));
+        assert_eq!(e.kind, PlanErrorKind::NotFound { path: p("nope.rs") });
+        let e = err_of(run(
+            json!({"changes": {uri("d"): [edit(0, 0, 0, 0, "x")]}}),
+            &[("d", Entry::Directory)],
+        ));
+        assert_eq!(e.kind, PlanErrorKind::NotAFile { path: p("d") });
+        let e = err_of(run(
+            json!({"changes": {uri("bin"): [edit(0, 0, 0, 0, "x")]}}),
+            &[("bin", Entry::Opaque)],
+        ));
+        assert_eq!(e.kind, PlanErrorKind::NotText { path: p("bin") });
+    }
+
+    #[test]
+    fn sequential_edits_of_one_file_see_each_other() {
+        let plan = run(
+            json!({"documentChanges": [
+                text_doc("a.rs", json!(1), vec![edit(0, 0, 0, 0, "12")]),
+                text_doc("a.rs", json!(1), vec![edit(0, 2, 0, 2, "34")]),
+            ]}),
+            &[("a.rs", Entry::versioned("ab", 1))],
+        )
+        .expect("plan");
+        // After the first edit the document's version is unknown, so the
+        // second one's version is not checked.
+        assert_eq!(plan.operations.len(), 2);
+        assert_eq!(final_text(&plan, "a.rs").as_deref(), Some("1234ab"));
+    }
+
+    #[test]
+    fn the_lookup_is_asked_once_per_path() {
+        let asked = std::cell::RefCell::new(Vec::new());
+        let current = |path: &Path| {
+            asked.borrow_mut().push(path.to_path_buf());
+            None
+        };
+        let plan = plan(
+            &json!({"documentChanges": [
+                {"kind": "delete", "uri": uri("n"), "options": {"ignoreIfNotExists": true}},
+                {"kind": "create", "uri": uri("n")},
+            ]}),
+            &PlanContext {
+                encoding: PositionEncoding::Utf16,
+                current: &current,
+                writable: &in_root,
+                decisions: &Decisions::default(),
+            },
+        )
+        .expect("plan");
+        assert_eq!(*asked.borrow(), vec![p("n")]);
+        assert_eq!(plan.basis, vec![(p("n"), None)]);
+    }
+
+    #[test]
+    fn touched_paths_lists_every_uri_once() {
+        let paths = touched_paths(&json!({"documentChanges": [
+            {"kind": "rename", "oldUri": uri("a"), "newUri": uri("b")},
+            text_doc("b", Value::Null, vec![]),
+            {"kind": "delete", "uri": uri("c")},
+        ]}))
+        .expect("paths");
+        assert_eq!(paths, vec![p("a"), p("b"), p("c")]);
+    }
+}
