@@ -21,7 +21,9 @@ pub const READY_WAIT: Duration = Duration::from_secs(120);
 
 #[derive(Debug, thiserror::Error)]
 pub enum OneShotError {
-    #[error("no running language server for {what}; `acp-lsp servers {root}` shows what would run")]
+    #[error(
+        "no running language server for {what}; `acp-lsp servers {root}` shows what would run"
+    )]
     NoServer { what: String, root: String },
     #[error("{message} (code {code}, {data})")]
     Gate {
@@ -109,13 +111,17 @@ impl OneShot {
                     data: error.data,
                 })
             }
-            _ => Err(OneShotError::Protocol(String::from_utf8_lossy(&response).into())),
+            _ => Err(OneShotError::Protocol(
+                String::from_utf8_lossy(&response).into(),
+            )),
         }
     }
 
     /// The `lsp/servers` entries.
     pub async fn servers(&self) -> Result<Vec<Value>, OneShotError> {
-        let result = self.call(GateMethod::Servers, json!({ "sessionId": SESSION })).await?;
+        let result = self
+            .call(GateMethod::Servers, json!({ "sessionId": SESSION }))
+            .await?;
         let parsed: Value = serde_json::from_str(result.get())
             .map_err(|e| OneShotError::Protocol(e.to_string()))?;
         Ok(parsed["servers"].as_array().cloned().unwrap_or_default())
