@@ -4,7 +4,7 @@ use acp_lsp::acp::relay::{self, LspMode, RelayEnd, RelayOptions};
 use acp_lsp::gate::{Gate, GateConfig};
 use acp_lsp::lsp::config::Config;
 use acp_lsp::lsp::registry::{Registry, RegistryOptions};
-use acp_lsp::oneshot::{params_file, OneShot};
+use acp_lsp::oneshot::{params_file, FileLocation, OneShot, RenameOutcome};
 use acp_lsp::record::Recorder;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
@@ -72,6 +72,33 @@ enum Command {
         #[arg(long)]
         root: Option<PathBuf>,
         /// The server to ask, by name (default: the one for the file the params name).
+        #[arg(long)]
+        server: Option<String>,
+        #[arg(long)]
+        config: Option<PathBuf>,
+        #[command(flatten)]
+        log: LogArgs,
+    },
+    /// Rename the symbol at FILE:LINE:COL to NEW_NAME in every file, with the
+    /// file's language server, and write the changes (atomically, all or nothing).
+    ///
+    /// LINE and COL are 1-based and COL counts characters, as editors show
+    /// them; they are converted to the server's position encoding (UTF-16
+    /// unless configured) before asking the server.
+    Rename {
+        /// Where the symbol is: FILE:LINE:COL.
+        location: FileLocation,
+        new_name: String,
+        /// The session root; edits outside it are refused (default: the current folder).
+        #[arg(long)]
+        root: Option<PathBuf>,
+        /// Print the unified diff instead of writing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Accept changes the server marks as needing confirmation.
+        #[arg(long)]
+        yes: bool,
+        /// The server to ask, by name (default: the one for the file).
         #[arg(long)]
         server: Option<String>,
         #[arg(long)]
@@ -163,6 +190,50 @@ fn main() -> anyhow::Result<()> {
                 outcome
             })?;
             println!("{}", result.get());
+            Ok(())
+        }
+        Command::Rename {
+            location,
+            new_name,
+            root,
+            dry_run,
+            yes,
+            server,
+            config,
+            log,
+        } => {
+            init_logging(&log)?;
+            let config = Config::load(config.as_deref())?;
+            let root = match root {
+                Some(root) => root,
+                None => std::env::current_dir()?,
+            };
+            let runtime = tokio::runtime::Runtime::new()?;
+            let outcome = runtime.block_on(async {
+                let tool = OneShot::start(&root, config);
+                let outcome = tool
+                    .rename(&location, &new_name, server.as_deref(), dry_run, yes)
+                    .await;
+                tool.shutdown().await;
+                outcome
+            })?;
+            match outcome {
+                RenameOutcome::DryRun(diff) => print!("{diff}"),
+                RenameOutcome::Applied(report) => {
+                    for path in &report.written {
+                        println!("changed {}", path.display());
+                    }
+                    for path in &report.created {
+                        println!("created {}", path.display());
+                    }
+                    for (from, to) in &report.renamed {
+                        println!("renamed {} -> {}", from.display(), to.display());
+                    }
+                    for path in &report.deleted {
+                        println!("deleted {}", path.display());
+                    }
+                }
+            }
             Ok(())
         }
         Command::Servers { dir, config } => {

@@ -211,3 +211,165 @@ pub fn params_file(params: &Value) -> Option<PathBuf> {
     let uri = params.get("textDocument")?.get("uri")?.as_str()?;
     url::Url::parse(uri).ok()?.to_file_path().ok()
 }
+
+/// Where to rename: a file and a 1-based line and column (in characters), as
+/// editors show them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileLocation {
+    pub file: PathBuf,
+    pub line: usize,
+    pub column: usize,
+}
+
+impl std::str::FromStr for FileLocation {
+    type Err = String;
+
+    /// `FILE:LINE:COL` (the file name may itself contain colons).
+    fn from_str(text: &str) -> Result<FileLocation, String> {
+        let mut parts = text.rsplitn(3, ':');
+        let (Some(column), Some(line), Some(file)) = (parts.next(), parts.next(), parts.next())
+        else {
+            return Err(format!("{text:?} is not FILE:LINE:COL"));
+        };
+        let number = |what: &str, value: &str| {
+            value
+                .parse::<usize>()
+                .ok()
+                .filter(|n| *n >= 1)
+                .ok_or_else(|| format!("{what} {value:?} is not a number ≥ 1 (they are 1-based)"))
+        };
+        Ok(FileLocation {
+            file: PathBuf::from(file),
+            line: number("line", line)?,
+            column: number("column", column)?,
+        })
+    }
+}
+
+/// What `rename` did.
+#[derive(Debug)]
+pub enum RenameOutcome {
+    /// The unified diff of what would change.
+    DryRun(String),
+    Applied(crate::edit::ApplyReport),
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RenameError {
+    #[error(transparent)]
+    Gate(#[from] OneShotError),
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Position(String),
+    #[error("{server} cannot rename at {location}")]
+    NotRenamable { server: String, location: String },
+    #[error("the server's edit cannot be applied: {0}")]
+    Plan(#[from] crate::edit::PlanError),
+    #[error("the edit asks for confirmation of: {0}; run again with --yes to accept")]
+    NeedsConfirmation(String),
+    #[error(transparent)]
+    Apply(#[from] crate::edit::ApplyError),
+}
+
+impl OneShot {
+    /// Renames the symbol at `at` to `new_name` with the file's language
+    /// server: `prepareRename` (when the server supports it), `rename`, then
+    /// the WorkspaceEdit is planned against the disk and applied atomically
+    /// (or shown as a diff).
+    pub async fn rename(
+        &self,
+        at: &FileLocation,
+        new_name: &str,
+        server_name: Option<&str>,
+        dry_run: bool,
+        accept_annotations: bool,
+    ) -> Result<RenameOutcome, RenameError> {
+        use crate::edit::{apply_to_disk, plan_on_disk, Decisions, LineIndex, PositionEncoding};
+        let file = at.file.canonicalize().map_err(|source| RenameError::Read {
+            path: at.file.clone(),
+            source,
+        })?;
+        let text = std::fs::read_to_string(&file).map_err(|source| RenameError::Read {
+            path: file.clone(),
+            source,
+        })?;
+        let entry = self.pick_server(server_name, Some(&file)).await?;
+        let server_id = entry["serverId"].as_str().unwrap_or_default().to_string();
+        let server = entry["name"].as_str().unwrap_or_default().to_string();
+        let encoding = entry["positionEncoding"]
+            .as_str()
+            .and_then(PositionEncoding::from_lsp)
+            .unwrap_or(PositionEncoding::Utf16);
+        let index = LineIndex::new(&text);
+        let line = (at.line - 1) as u64;
+        if at.line > index.line_count() {
+            return Err(RenameError::Position(format!(
+                "{} has {} lines; line {} does not exist",
+                file.display(),
+                index.line_count(),
+                at.line
+            )));
+        }
+        let character = index
+            .character_of_column(&text, line, at.column - 1, encoding)
+            .map_err(|e| RenameError::Position(e.to_string()))?;
+        let uri = url::Url::from_file_path(&file)
+            .map_err(|()| RenameError::Position(format!("{} is not absolute", file.display())))?;
+        let position = json!({ "line": line, "character": character });
+        let text_document = json!({ "uri": uri.as_str() });
+        let location = format!("{}:{}:{}", file.display(), at.line, at.column);
+
+        let prepare = entry["capabilities"]["renameProvider"]["prepareProvider"] == true;
+        if prepare {
+            let prepared = self
+                .request(
+                    &server_id,
+                    "textDocument/prepareRename",
+                    json!({ "textDocument": text_document, "position": position }),
+                )
+                .await?;
+            if prepared.get().trim() == "null" {
+                return Err(RenameError::NotRenamable { server, location });
+            }
+        }
+        let edit = self
+            .request(
+                &server_id,
+                "textDocument/rename",
+                json!({ "textDocument": text_document, "position": position, "newName": new_name }),
+            )
+            .await?;
+        let edit: Value =
+            serde_json::from_str(edit.get()).map_err(|e| OneShotError::Protocol(e.to_string()))?;
+        if edit.is_null() {
+            return Err(RenameError::NotRenamable { server, location });
+        }
+        let confinement = crate::gate::confine::Confinement::new(&[self.root.clone()], &[], &[]);
+        let writable = |path: &Path| confinement.is_writable(path);
+        let mut plan = plan_on_disk(&edit, encoding, &writable, &Decisions::default())?;
+        let unconfirmed: Vec<String> = plan
+            .unconfirmed()
+            .iter()
+            .map(|a| format!("{} ({})", a.label, a.id))
+            .collect();
+        if !unconfirmed.is_empty() {
+            if !accept_annotations && !dry_run {
+                return Err(RenameError::NeedsConfirmation(unconfirmed.join(", ")));
+            }
+            let ids: Vec<String> = plan
+                .needs_confirmation
+                .iter()
+                .map(|a| a.id.clone())
+                .collect();
+            plan.confirm(ids);
+        }
+        if dry_run {
+            return Ok(RenameOutcome::DryRun(crate::edit::dry_run(&plan)));
+        }
+        Ok(RenameOutcome::Applied(apply_to_disk(&plan)?))
+    }
+}

@@ -97,6 +97,30 @@ impl LineIndex {
         self.starts.len()
     }
 
+    /// The LSP `character` of the `column`-th Unicode character (0-based) of
+    /// `line`, in `encoding`: how editors' columns become LSP positions.
+    /// A column past the line's end is the line's end.
+    pub fn character_of_column(
+        &self,
+        text: &str,
+        line: u64,
+        column: usize,
+        encoding: PositionEncoding,
+    ) -> Result<u64, PositionError> {
+        let start = self.offset(text, line, 0, PositionEncoding::Utf8)?;
+        let end = self.offset(text, line, u64::MAX, PositionEncoding::Utf8)?;
+        let units: usize = text[start..end]
+            .chars()
+            .take(column)
+            .map(|c| match encoding {
+                PositionEncoding::Utf8 => c.len_utf8(),
+                PositionEncoding::Utf16 => c.len_utf16(),
+                PositionEncoding::Utf32 => 1,
+            })
+            .sum();
+        Ok(units as u64)
+    }
+
     /// The byte offset of `{line, character}` in `text` (the text this index
     /// was built from). LSP's clamping applies: a character past the line's
     /// length means the line's end (before its terminator), and a line past
@@ -134,6 +158,38 @@ impl LineIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn editor_columns_become_lsp_characters_in_each_encoding() {
+        let text = "a\r\n😀é x\nlast";
+        let index = LineIndex::new(text);
+        // Column 2 of line 1 is after the emoji: 2 UTF-16 units, 4 bytes, 1 char.
+        assert_eq!(
+            index.character_of_column(text, 1, 1, PositionEncoding::Utf16),
+            Ok(2)
+        );
+        assert_eq!(
+            index.character_of_column(text, 1, 1, PositionEncoding::Utf8),
+            Ok(4)
+        );
+        assert_eq!(
+            index.character_of_column(text, 1, 1, PositionEncoding::Utf32),
+            Ok(1)
+        );
+        assert_eq!(
+            index.character_of_column(text, 1, 3, PositionEncoding::Utf16),
+            Ok(4)
+        );
+        // Past the end: the line's end (the terminator is not counted).
+        assert_eq!(
+            index.character_of_column(text, 0, 9, PositionEncoding::Utf16),
+            Ok(1)
+        );
+        assert_eq!(
+            index.character_of_column(text, 2, 9, PositionEncoding::Utf16),
+            Ok(4)
+        );
+    }
     use PositionEncoding::{Utf16, Utf32, Utf8};
 
     fn at(text: &str, line: u64, character: u64, enc: PositionEncoding) -> usize {
