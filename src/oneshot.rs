@@ -348,7 +348,8 @@ impl OneShot {
         if edit.is_null() {
             return Err(RenameError::NotRenamable { server, location });
         }
-        let confinement = crate::gate::confine::Confinement::new(&[self.root.clone()], &[], &[]);
+        let confinement =
+            crate::gate::confine::Confinement::new(std::slice::from_ref(&self.root), &[], &[]);
         let writable = |path: &Path| confinement.is_writable(path);
         let mut plan = plan_on_disk(&edit, encoding, &writable, &Decisions::default())?;
         let unconfirmed: Vec<String> = plan
