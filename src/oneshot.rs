@@ -2,7 +2,7 @@
 //! one session over one root, served through the same gate as agents, so the
 //! same refusals, confinement and document sync apply.
 
-use crate::gate::{Gate, GateConfig, GateMethod};
+use crate::gate::{Gate, GateConfig, GateMethod, ServerState};
 use crate::jsonrpc::{Envelope, Kind, Outcome, RequestId};
 use crate::lsp::config::Config;
 use crate::lsp::registry::{Registry, RegistryOptions};
@@ -200,6 +200,38 @@ impl OneShot {
         Ok(parsed.lsp_result.to_owned())
     }
 
+    /// `entry` once its server has answered `initialize`. Servers start
+    /// lazily, so before the first request an entry has no capabilities and
+    /// the default position encoding; `rename` reads both (whether to send
+    /// `prepareRename`, how to count the column, whether the server wants
+    /// `workspace/willRenameFiles`). Waits as long as a request would
+    /// ([`READY_WAIT`]); a server that fails or times out is reported by the
+    /// request that follows.
+    async fn started(&self, entry: Value) -> Result<Value, OneShotError> {
+        let Some(server) = entry["serverId"]
+            .as_str()
+            .and_then(|id| self.registry.server(id))
+        else {
+            return Ok(entry);
+        };
+        server.ensure_started();
+        let _ = tokio::time::timeout(
+            READY_WAIT,
+            server.wait_for_state(|s| {
+                matches!(
+                    s,
+                    ServerState::Ready | ServerState::Failed | ServerState::Stopped
+                )
+            }),
+        )
+        .await;
+        let servers = self.servers().await?;
+        Ok(servers
+            .into_iter()
+            .find(|s| s["serverId"] == entry["serverId"])
+            .unwrap_or(entry))
+    }
+
     /// Stops the servers.
     pub async fn shutdown(&self) {
         self.registry.shutdown().await;
@@ -298,6 +330,7 @@ impl OneShot {
             source,
         })?;
         let entry = self.pick_server(server_name, Some(&file)).await?;
+        let entry = self.started(entry).await?;
         let server_id = entry["serverId"].as_str().unwrap_or_default().to_string();
         let server = entry["name"].as_str().unwrap_or_default().to_string();
         let encoding = entry["positionEncoding"]
@@ -348,6 +381,7 @@ impl OneShot {
         if edit.is_null() {
             return Err(RenameError::NotRenamable { server, location });
         }
+        let edit = self.with_will_rename(&server_id, &entry, edit).await?;
         let confinement =
             crate::gate::confine::Confinement::new(std::slice::from_ref(&self.root), &[], &[]);
         let writable = |path: &Path| confinement.is_writable(path);
@@ -373,4 +407,75 @@ impl OneShot {
         }
         Ok(RenameOutcome::Applied(apply_to_disk(&plan)?))
     }
+
+    /// Adds to `edit` what the server wants done before the files `edit`
+    /// renames are renamed. The handshake advertises
+    /// `workspace.fileOperations.willRename`, and LSP has the client send
+    /// `workspace/willRenameFiles` when it applies a workspace edit that
+    /// renames files; servers rely on it: rust-analyzer's answer to renaming
+    /// a module holds only the file rename, and the `mod` and `use` edits come
+    /// from `workspace/willRenameFiles` (without them the crate no longer
+    /// builds). Every renamed file is sent, without matching the server's
+    /// filters: a server ignores files it has no edits for.
+    async fn with_will_rename(
+        &self,
+        server_id: &str,
+        entry: &Value,
+        edit: Value,
+    ) -> Result<Value, OneShotError> {
+        let wanted = entry["capabilities"]["workspace"]["fileOperations"]["willRename"].is_object();
+        let files: Vec<Value> = edit["documentChanges"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|change| change["kind"] == "rename")
+            .map(|change| json!({ "oldUri": change["oldUri"], "newUri": change["newUri"] }))
+            .collect();
+        if !wanted || files.is_empty() {
+            return Ok(edit);
+        }
+        let before = self
+            .request(
+                server_id,
+                "workspace/willRenameFiles",
+                json!({ "files": files }),
+            )
+            .await?;
+        let before: Value = serde_json::from_str(before.get())
+            .map_err(|e| OneShotError::Protocol(e.to_string()))?;
+        Ok(edit_before(before, edit))
+    }
+}
+
+/// One workspace edit doing `first`, then `then`: `first`'s changes (as
+/// `documentChanges`) ahead of `then`'s, the change annotations of both.
+fn edit_before(first: Value, mut then: Value) -> Value {
+    let mut changes: Vec<Value> = match (first.get("documentChanges"), first.get("changes")) {
+        (Some(Value::Array(changes)), _) => changes.clone(),
+        (_, Some(Value::Object(map))) => map
+            .iter()
+            .map(|(uri, edits)| {
+                json!({ "textDocument": { "uri": uri, "version": null }, "edits": edits })
+            })
+            .collect(),
+        _ => return then,
+    };
+    let Some(edit) = then.as_object_mut() else {
+        return then;
+    };
+    if let Some(Value::Array(later)) = edit.get("documentChanges") {
+        changes.extend(later.iter().cloned());
+    }
+    edit.insert("documentChanges".into(), Value::Array(changes));
+    if let Some(Value::Object(annotations)) = first.get("changeAnnotations") {
+        let merged = edit.entry("changeAnnotations").or_insert_with(|| json!({}));
+        if let Value::Object(merged) = merged {
+            for (id, annotation) in annotations {
+                merged
+                    .entry(id.clone())
+                    .or_insert_with(|| annotation.clone());
+            }
+        }
+    }
+    then
 }

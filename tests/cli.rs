@@ -1,0 +1,512 @@
+//! The real `acp-lsp` binary from the command line: `rename` (applied and
+//! `--dry-run`), `request` (a result, a refused method, a URI outside the
+//! root), `servers`, `--help`, `--version`, and bad input. The language
+//! server is clangd (it starts in well under a second) on a copy of
+//! `tests/projects/c-project`.
+//!
+//! Every run is bounded by [`RUN_TIMEOUT`], and a run that started a server
+//! is followed by a check that no process is left working in the project
+//! (servers run with the project root as their working directory). A missing
+//! clangd fails the tests with the command that installs it; they never skip.
+#![cfg(target_os = "linux")]
+
+mod support;
+
+use support::copy_tree;
+use support::procfs::{all_pids, process_alive, POLL_INTERVAL};
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::time::{Duration, Instant};
+
+use acp_lsp::lsp::detect::find_on_path;
+use serde_json::{json, Value};
+
+const BIN: &str = env!("CARGO_BIN_EXE_acp-lsp");
+/// Upper bound on one run of the binary (clangd answers in about a second;
+/// the tool itself waits up to `READY_WAIT`, 120 s, for a server).
+const RUN_TIMEOUT: Duration = Duration::from_secs(150);
+/// Longest wait, after the binary exited, for processes in the project to go.
+const EXIT_TIMEOUT: Duration = Duration::from_secs(10);
+const CLANGD_INSTALL: &str = "apt-get install -y clangd";
+const C_SOURCES: &[&str] = &["src/geometry.c", "src/main.c"];
+const C_FILES: &[&str] = &["include/geometry.h", "src/geometry.c", "src/main.c"];
+
+/// A copy of the C fixture, with a compilation database and an empty config home.
+struct Project {
+    dir: tempfile::TempDir,
+    /// The copy's canonical path.
+    root: PathBuf,
+}
+
+impl Project {
+    fn c() -> Project {
+        assert!(
+            find_on_path("clangd").is_some(),
+            "`clangd` is not on PATH; install it with `{CLANGD_INSTALL}`"
+        );
+        let dir = tempfile::Builder::new()
+            .prefix("acp-lsp-cli-")
+            .tempdir()
+            .expect("create a temporary directory");
+        let copy = dir.path().join("project");
+        std::fs::create_dir_all(&copy).expect("create the project directory");
+        std::fs::create_dir_all(dir.path().join("config")).expect("create the config home");
+        copy_tree(
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/projects/c-project"),
+            &copy,
+        );
+        let root = copy.canonicalize().expect("canonicalize the copy");
+        write_compile_commands(&root);
+        Project { dir, root }
+    }
+
+    fn path(&self, file: &str) -> PathBuf {
+        self.root.join(file)
+    }
+
+    fn read(&self, file: &str) -> String {
+        std::fs::read_to_string(self.path(file)).unwrap_or_else(|e| panic!("read {file}: {e}"))
+    }
+
+    fn uri(&self, file: &str) -> String {
+        url::Url::from_file_path(self.path(file))
+            .expect("an absolute path")
+            .to_string()
+    }
+
+    /// Runs `acp-lsp ARGS` in `cwd` (default: the project) with no user
+    /// config, then checks that no process is left in the project.
+    async fn run(&self, args: &[&str], cwd: Option<&Path>) -> Output {
+        let output = run_in(
+            args,
+            cwd.unwrap_or(&self.root),
+            &self.dir.path().join("config"),
+        )
+        .await;
+        let left = wait_until_none_in(&self.root, EXIT_TIMEOUT).await;
+        assert!(
+            left.is_empty(),
+            "processes {left:?} still work in {} {EXIT_TIMEOUT:?} after `acp-lsp {}` exited",
+            self.root.display(),
+            args.join(" ")
+        );
+        output
+    }
+
+    /// Every file of the copy and its bytes (clangd's `.cache` left out).
+    fn snapshot(&self) -> BTreeMap<PathBuf, Vec<u8>> {
+        let mut files = BTreeMap::new();
+        snapshot_into(&self.root, &self.root, &mut files);
+        files
+    }
+}
+
+/// Runs the binary with a bounded wait; it is killed if the test gives up.
+async fn run_in(args: &[&str], cwd: &Path, config_home: &Path) -> Output {
+    let mut command = tokio::process::Command::new(BIN);
+    command
+        .args(args)
+        .current_dir(cwd)
+        .env("XDG_CONFIG_HOME", config_home)
+        // Error messages without a backtrace appended.
+        .env_remove("RUST_BACKTRACE")
+        .env_remove("RUST_LIB_BACKTRACE")
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true);
+    let started = Instant::now();
+    let output = tokio::time::timeout(RUN_TIMEOUT, command.output())
+        .await
+        .unwrap_or_else(|_| panic!("`acp-lsp {}` ran over {RUN_TIMEOUT:?}", args.join(" ")))
+        .unwrap_or_else(|e| panic!("cannot run {BIN}: {e}"));
+    eprintln!(
+        "`acp-lsp {}`: {} in {:?}",
+        args.join(" "),
+        output.status,
+        started.elapsed()
+    );
+    output
+}
+
+/// Live processes whose working directory is `root` or below it.
+fn processes_in(root: &Path) -> Vec<u32> {
+    all_pids()
+        .into_iter()
+        .filter(|pid| {
+            std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|cwd| cwd.starts_with(root))
+        })
+        .filter(|pid| process_alive(*pid))
+        .collect()
+}
+
+/// Polls until no process works in `root` or `timeout` passes; returns those left.
+async fn wait_until_none_in(root: &Path, timeout: Duration) -> Vec<u32> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let left = processes_in(root);
+        if left.is_empty() || Instant::now() >= deadline {
+            return left;
+        }
+        tokio::time::sleep(POLL_INTERVAL).await;
+    }
+}
+
+fn snapshot_into(root: &Path, dir: &Path, files: &mut BTreeMap<PathBuf, Vec<u8>>) {
+    for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("read {}: {e}", dir.display())) {
+        let entry = entry.expect("read a directory entry");
+        let path = entry.path();
+        if entry.file_type().expect("file type").is_dir() {
+            if entry.file_name() != ".cache" {
+                snapshot_into(root, &path, files);
+            }
+        } else {
+            let bytes =
+                std::fs::read(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+            files.insert(
+                path.strip_prefix(root)
+                    .expect("below the root")
+                    .to_path_buf(),
+                bytes,
+            );
+        }
+    }
+}
+
+/// clangd renames and finds definitions across files only with a compilation
+/// database, which needs absolute paths: written into the copy, with the
+/// flags of `compile_flags.txt`, as `tests/real_servers.rs` does.
+fn write_compile_commands(root: &Path) {
+    let flags: Vec<String> = std::fs::read_to_string(root.join("compile_flags.txt"))
+        .expect("the C fixture has compile_flags.txt")
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(str::to_string)
+        .collect();
+    let commands: Vec<Value> = C_SOURCES
+        .iter()
+        .map(|file| {
+            let mut arguments = vec!["cc".to_string()];
+            arguments.extend(flags.iter().cloned());
+            arguments.extend(["-c".to_string(), file.to_string()]);
+            json!({
+                "directory": root.display().to_string(),
+                "file": file,
+                "arguments": arguments,
+            })
+        })
+        .collect();
+    std::fs::write(
+        root.join("compile_commands.json"),
+        serde_json::to_string_pretty(&commands).expect("a Value serializes"),
+    )
+    .expect("write compile_commands.json");
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+fn assert_success(output: &Output, what: &str) {
+    assert!(
+        output.status.success(),
+        "{what}: {}\nstdout:\n{}\nstderr:\n{}",
+        output.status,
+        stdout(output),
+        stderr(output)
+    );
+}
+
+/// A failed run: non-zero exit, nothing on stdout, every `mentions` on stderr.
+fn assert_failure(output: &Output, what: &str, mentions: &[&str]) {
+    assert!(
+        !output.status.success() && output.status.code().is_some(),
+        "{what} should fail with an exit code: {}\nstdout:\n{}\nstderr:\n{}",
+        output.status,
+        stdout(output),
+        stderr(output)
+    );
+    assert!(
+        output.stdout.is_empty(),
+        "{what} printed on stdout: {}",
+        stdout(output)
+    );
+    let err = stderr(output);
+    for mention in mentions {
+        assert!(
+            err.contains(mention),
+            "{what}: stderr lacks {mention:?}:\n{err}"
+        );
+    }
+}
+
+fn count_identifier(text: &str, name: &str) -> usize {
+    text.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .filter(|w| *w == name)
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rename_with_clangd_writes_every_file_and_names_them() {
+    let project = Project::c();
+    // FILE relative to the working directory; 1-based line and column.
+    let output = project
+        .run(
+            &[
+                "rename",
+                "src/main.c:4:17",
+                "box_area",
+                "--root",
+                &project.root.display().to_string(),
+            ],
+            None,
+        )
+        .await;
+    assert_success(&output, "acp-lsp rename");
+
+    let mut printed: Vec<String> = stdout(&output).lines().map(str::to_string).collect();
+    printed.sort();
+    let expected: Vec<String> = C_FILES
+        .iter()
+        .map(|f| format!("changed {}", project.path(f).display()))
+        .collect();
+    assert_eq!(printed, expected, "stdout:\n{}", stdout(&output));
+    let mut renamed = 0;
+    for file in C_FILES {
+        let text = project.read(file);
+        assert_eq!(count_identifier(&text, "rect_area"), 0, "{file}:\n{text}");
+        renamed += count_identifier(&text, "box_area");
+    }
+    assert_eq!(renamed, 4, "every occurrence is renamed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rename_dry_run_prints_a_diff_and_writes_nothing() {
+    let project = Project::c();
+    let before = project.snapshot();
+    let location = format!("{}:3:5", project.path("src/geometry.c").display());
+    let root = project.root.display().to_string();
+    let output = project
+        .run(
+            &[
+                "rename",
+                &location,
+                "box_area",
+                "--root",
+                &root,
+                "--dry-run",
+            ],
+            // Anywhere: FILE is absolute.
+            Some(project.dir.path()),
+        )
+        .await;
+    assert_success(&output, "acp-lsp rename --dry-run");
+
+    assert_eq!(project.snapshot(), before, "--dry-run changed the disk");
+    let diff = stdout(&output);
+    for file in C_FILES {
+        let name = project.path(file).display().to_string();
+        assert!(
+            diff.contains(&format!("--- {name}\n+++ {name}\n@@ ")),
+            "no hunk for {file}:\n{diff}"
+        );
+    }
+    for line in [
+        "-int rect_area(int width, int height);",
+        "+int box_area(int width, int height);",
+        "+int box_area(int width, int height) {",
+        "+    int small = box_area(2, 3);",
+        "+    int large = box_area(40, 50);",
+    ] {
+        assert!(diff.lines().any(|l| l == line), "no {line:?} in:\n{diff}");
+    }
+    assert!(!diff.contains("changed "), "{diff}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_prints_the_servers_raw_result() {
+    let project = Project::c();
+    // `rect_area` in `int small = rect_area(2, 3);`: zero-based, UTF-16.
+    let params = json!({
+        "textDocument": { "uri": project.uri("src/main.c") },
+        "position": { "line": 3, "character": 16 },
+    });
+    let output = project
+        .run(
+            &[
+                "request",
+                "textDocument/definition",
+                &params.to_string(),
+                "--root",
+                &project.root.display().to_string(),
+            ],
+            None,
+        )
+        .await;
+    assert_success(&output, "acp-lsp request textDocument/definition");
+    let text = stdout(&output);
+    let result: Value = serde_json::from_str(text.trim())
+        .unwrap_or_else(|e| panic!("stdout is not one JSON value ({e}): {text}"));
+    let locations = match &result {
+        Value::Array(items) => items.clone(),
+        Value::Object(_) => vec![result.clone()],
+        other => panic!("no location: {other}"),
+    };
+    assert_eq!(locations.len(), 1, "{result}");
+    let location = &locations[0];
+    let uri = location.get("uri").or_else(|| location.get("targetUri"));
+    let range = location
+        .get("range")
+        .or_else(|| location.get("targetSelectionRange"));
+    assert_eq!(uri, Some(&json!(project.uri("src/geometry.c"))), "{result}");
+    assert_eq!(
+        range.map(|r| &r["start"]["line"]),
+        Some(&json!(2)),
+        "{result}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_refuses_a_document_sync_method() {
+    let project = Project::c();
+    let before = project.snapshot();
+    let params = json!({
+        "textDocument": {
+            "uri": project.uri("src/main.c"),
+            "languageId": "c",
+            "version": 1,
+            "text": "int main(void) { return 0; }\n",
+        },
+    });
+    let output = project
+        .run(
+            &[
+                "request",
+                "textDocument/didOpen",
+                &params.to_string(),
+                "--root",
+                &project.root.display().to_string(),
+            ],
+            None,
+        )
+        .await;
+    assert_failure(
+        &output,
+        "acp-lsp request textDocument/didOpen",
+        &["document_sync_method"],
+    );
+    assert_eq!(project.snapshot(), before);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_refuses_a_uri_outside_the_root() {
+    let project = Project::c();
+    // Beside the project, not in it.
+    let outside = project.dir.path().join("outside.c");
+    std::fs::write(&outside, "int outside(void) { return 0; }\n").expect("write outside.c");
+    let params = json!({
+        "textDocument": { "uri": url::Url::from_file_path(&outside).expect("absolute").as_str() },
+        "position": { "line": 0, "character": 5 },
+    });
+    let output = project
+        .run(
+            &[
+                "request",
+                "textDocument/hover",
+                &params.to_string(),
+                "--root",
+                &project.root.display().to_string(),
+            ],
+            None,
+        )
+        .await;
+    assert_failure(
+        &output,
+        "acp-lsp request with a URI outside the root",
+        &["uri_outside_roots"],
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn servers_lists_clangd_with_its_binary() {
+    let project = Project::c();
+    let clangd = find_on_path("clangd").expect("checked by Project::c");
+    let output = project
+        .run(&["servers", &project.root.display().to_string()], None)
+        .await;
+    assert_success(&output, "acp-lsp servers");
+    let text = stdout(&output);
+    let row = text
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some("clangd"))
+        .unwrap_or_else(|| panic!("no clangd row:\n{text}"));
+    assert!(
+        row.split_whitespace()
+            .any(|w| Path::new(w) == clangd.as_path()),
+        "the clangd row does not name {}: {row:?}\n{text}",
+        clangd.display()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn help_and_version() {
+    let project = Project::c();
+    let help = project.run(&["--help"], None).await;
+    assert_success(&help, "acp-lsp --help");
+    for command in ["proxy", "request", "rename", "servers"] {
+        assert!(
+            stdout(&help).contains(command),
+            "--help does not list {command}:\n{}",
+            stdout(&help)
+        );
+    }
+
+    let rename = project.run(&["rename", "--help"], None).await;
+    assert_success(&rename, "acp-lsp rename --help");
+    let text = stdout(&rename);
+    for mention in [
+        "FILE:LINE:COL",
+        "LINE and COL are 1-based",
+        "converted to the server's position encoding",
+        "--dry-run",
+        "--root",
+    ] {
+        assert!(
+            text.contains(mention),
+            "rename --help lacks {mention:?}:\n{text}"
+        );
+    }
+
+    let version = project.run(&["--version"], None).await;
+    assert_success(&version, "acp-lsp --version");
+    assert_eq!(
+        stdout(&version).trim(),
+        format!("acp-lsp {}", env!("CARGO_PKG_VERSION"))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rename_rejects_a_malformed_location() {
+    let project = Project::c();
+    let before = project.snapshot();
+    let output = project.run(&["rename", "nocolon", "newname"], None).await;
+    assert_failure(
+        &output,
+        "acp-lsp rename nocolon",
+        &["\"nocolon\" is not FILE:LINE:COL"],
+    );
+    let output = project
+        .run(&["rename", "src/main.c:0:3", "newname"], None)
+        .await;
+    assert_failure(&output, "acp-lsp rename at line 0", &["1-based"]);
+    let output = project
+        .run(&["rename", "src/main.c:4:x", "newname"], None)
+        .await;
+    assert_failure(&output, "acp-lsp rename at column x", &["column \"x\""]);
+    assert_eq!(project.snapshot(), before);
+}
