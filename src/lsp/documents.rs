@@ -24,10 +24,13 @@ struct Document {
     path: PathBuf,
     language_id: String,
     version: i32,
+    /// Hash of the text the server has.
     hash: u64,
-    /// The disk stamp the text was read at; `None` when the text came from
-    /// an `fs/write_text_file` and the disk has not been looked at since.
+    /// The disk stamp and the hash of the text at the last read of the disk.
+    /// A confirmed `fs/write_text_file` changes `hash` but not these: its text
+    /// stays until the disk changes (the editor may save later, or never).
     stamp: Option<Stamp>,
+    disk_hash: u64,
     last_used: u64,
 }
 
@@ -119,8 +122,12 @@ impl DocumentTable {
         let clock = self.clock;
         if let Some(doc) = self.docs.get_mut(uri) {
             doc.last_used = clock;
+            // The disk as it was at the last read: the server's text (maybe a
+            // confirmed write the disk does not have yet) is the newest.
+            let disk_unchanged = stamp.is_some() && doc.stamp == stamp && doc.disk_hash == hash;
             doc.stamp = stamp;
-            if doc.hash == hash {
+            doc.disk_hash = hash;
+            if doc.hash == hash || disk_unchanged {
                 return Vec::new();
             }
             doc.hash = hash;
@@ -140,6 +147,7 @@ impl DocumentTable {
                 version: 1,
                 hash,
                 stamp,
+                disk_hash: hash,
                 last_used: clock,
             },
         );
@@ -154,12 +162,25 @@ impl DocumentTable {
 
     /// Text written through `fs/write_text_file` for a document: changes it only
     /// if it is open (a closed document is read from disk when next needed).
+    /// It stays until the disk changes from what was last read there.
     pub fn written(&mut self, uri: &str, text: String) -> Vec<DocumentNotification> {
-        let Some(doc) = self.docs.get(uri) else {
+        self.clock += 1;
+        let clock = self.clock;
+        let Some(doc) = self.docs.get_mut(uri) else {
             return Vec::new();
         };
-        let (path, language_id) = (doc.path.clone(), doc.language_id.clone());
-        self.sync(uri, path, &language_id, text, None)
+        doc.last_used = clock;
+        let hash = content_hash(&text);
+        if doc.hash == hash {
+            return Vec::new();
+        }
+        doc.hash = hash;
+        doc.version += 1;
+        vec![DocumentNotification::Change {
+            uri: uri.to_string(),
+            version: doc.version,
+            text,
+        }]
     }
 
     /// The file is gone from disk.
@@ -302,6 +323,56 @@ mod tests {
             [DocumentNotification::Change { version: 3, .. }]
         ));
         assert!(table.written("file:///other", "x".into()).is_empty());
+    }
+
+    #[test]
+    fn a_confirmed_write_stays_until_the_disk_changes() {
+        let mut table = DocumentTable::new(10);
+        table.sync(
+            "file:///a",
+            "/a".into(),
+            "py",
+            "0".into(),
+            Some(stamp(1, 1)),
+        );
+        let change = table.written("file:///a", "1".into());
+        assert!(matches!(
+            &change[..],
+            [DocumentNotification::Change { version: 2, .. }]
+        ));
+        // The disk as last read: the written text is kept.
+        assert!(table
+            .sync(
+                "file:///a",
+                "/a".into(),
+                "py",
+                "0".into(),
+                Some(stamp(1, 1))
+            )
+            .is_empty());
+        // The editor saved it: same text, nothing to send.
+        assert!(table
+            .sync(
+                "file:///a",
+                "/a".into(),
+                "py",
+                "1".into(),
+                Some(stamp(1, 2))
+            )
+            .is_empty());
+        // Written again, then someone else changes the disk: the disk wins.
+        table.written("file:///a", "2".into());
+        let change = table.sync(
+            "file:///a",
+            "/a".into(),
+            "py",
+            "3".into(),
+            Some(stamp(1, 3)),
+        );
+        assert!(matches!(
+            &change[..],
+            [DocumentNotification::Change { version: 4, text, .. }] if text == "3"
+        ));
     }
 
     #[test]

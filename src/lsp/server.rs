@@ -661,8 +661,29 @@ impl Server {
             }
         };
         let language_id = self.spec.config.language_id_for(path).to_string();
+        // A server may hold an older disk text of a file it has not been
+        // given (pyright reads every import), and on didOpen it takes the new
+        // text without re-checking the files derived from the old one; disk
+        // events for an open file it ignores. The watcher's event can arrive
+        // after this didOpen, so the server is told first that the file
+        // changed (when it watches such files): at worst a redundant event.
+        let before_open = if self.docs().is_open(uri) {
+            Vec::new()
+        } else {
+            FileWatchers::new(&self.live().registrations, &self.spec.config.watch_globs).events(
+                &self.spec.root,
+                &[(path.to_path_buf(), FileChange::Changed)],
+            )
+        };
         let mut docs = self.docs();
         let notes = docs.sync(uri, path.to_path_buf(), &language_id, text, Some(stamp));
+        let opens = notes
+            .iter()
+            .any(|n| matches!(n, DocumentNotification::Open { .. }));
+        if opens && !before_open.is_empty() {
+            let params = json!({ "changes": before_open });
+            connection.notify("workspace/didChangeWatchedFiles", Some(&raw_json(&params)));
+        }
         self.send_all(connection, notes);
         None
     }
