@@ -1,0 +1,284 @@
+//! The README's "try it" example end to end, through the real proxy and rust-analyzer.
+//!
+//! editor = `examples/try-rename.rs` ⇄ `acp-lsp proxy --record …` ⇄
+//! `examples/rename-agent.rs`, both peers on the official ACP Rust SDK.
+//!
+//! Checks that the files on disk are exactly what the server's
+//! `WorkspaceEdit` said (replayed here with the library's planner, and
+//! against the checked-in `examples/sample-project-expected/`), and that the
+//! agent wrote them through the relay: every change arrived as an
+//! `fs/write_text_file` the proxy forwarded to the editor and the editor
+//! served, and the `lsp/*` calls never reached the editor.
+//!
+//! Needs rust-analyzer on `PATH`; without it the test fails (never skips).
+
+#[path = "../examples/support/cargo_build.rs"]
+mod cargo_build;
+
+use acp_lsp::edit::{plan, Decisions, Entry, FileOperation, PlanContext, PositionEncoding};
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Upper bound for the editor's whole run (proxy, agent, rust-analyzer);
+/// above the editor's own session timeout, so that one reports first.
+const RUN_TIMEOUT: Duration = Duration::from_secs(240);
+
+/// What the editor's default prompt (`examples/try-rename.rs`) renames in.
+const RENAMED_FILES: [&str; 3] = ["src/greet.rs", "src/lib.rs", "src/main.rs"];
+
+fn examples_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples")
+}
+
+/// Files under `root` by relative path, without the directories cargo and
+/// rust-analyzer generate.
+fn tree(root: &Path) -> BTreeMap<PathBuf, String> {
+    fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<PathBuf, String>) {
+        for entry in std::fs::read_dir(dir).expect("read_dir") {
+            let entry = entry.expect("dir entry");
+            let path = entry.path();
+            if entry.file_type().expect("file type").is_dir() {
+                if entry.file_name() != "target" {
+                    walk(root, &path, out);
+                }
+            } else {
+                let text = std::fs::read_to_string(&path)
+                    .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+                out.insert(path.strip_prefix(root).expect("under root").into(), text);
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(root, root, &mut out);
+    out
+}
+
+struct Run {
+    stdout: String,
+    stderr: String,
+    workdir: PathBuf,
+    report: Value,
+    record: Vec<(String, Value)>,
+    _tmp: tempfile::TempDir,
+}
+
+/// Runs the example editor with the proxy cargo built for this test and the
+/// example agent, killing it after `RUN_TIMEOUT`.
+fn run_example() -> Run {
+    let built = cargo_build::build(&[], &["try-rename", "rename-agent"], false)
+        .expect("building the examples");
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let workdir = tmp.path().join("project");
+    let (report, record) = (
+        tmp.path().join("report.json"),
+        tmp.path().join("record.jsonl"),
+    );
+    let (out_path, err_path) = (tmp.path().join("stdout"), tmp.path().join("stderr"));
+    let mut child = Command::new(&built["try-rename"])
+        .arg("--acp-lsp")
+        .arg(env!("CARGO_BIN_EXE_acp-lsp"))
+        .arg("--agent")
+        .arg(&built["rename-agent"])
+        .arg("--workdir")
+        .arg(&workdir)
+        .arg("--report")
+        .arg(&report)
+        .arg("--record")
+        .arg(&record)
+        .stdin(Stdio::null())
+        // Files, not pipes: nothing to drain while waiting.
+        .stdout(std::fs::File::create(&out_path).expect("stdout file"))
+        .stderr(std::fs::File::create(&err_path).expect("stderr file"))
+        .spawn()
+        .expect("starting the example editor");
+    let deadline = Instant::now() + RUN_TIMEOUT;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            break Some(status);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let stdout = std::fs::read_to_string(&out_path).unwrap_or_default();
+    let stderr = std::fs::read_to_string(&err_path).unwrap_or_default();
+    match status {
+        None => panic!(
+            "the example did not finish within {RUN_TIMEOUT:?}\nstdout:\n{stdout}\nstderr:\n{stderr}"
+        ),
+        Some(s) if !s.success() => {
+            panic!("the example failed ({s})\nstdout:\n{stdout}\nstderr:\n{stderr}")
+        }
+        Some(_) => {}
+    }
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).expect("report written"))
+            .expect("report is JSON");
+    let record = std::fs::read_to_string(&record)
+        .expect("record written")
+        .lines()
+        .filter_map(|l| {
+            let v: Value = serde_json::from_str(l).expect("record line is JSON");
+            Some((v["dir"].as_str()?.to_string(), v.get("msg")?.clone()))
+        })
+        .collect();
+    let workdir = workdir.canonicalize().expect("workdir");
+    Run {
+        stdout,
+        stderr,
+        workdir,
+        report,
+        record,
+        _tmp: tmp,
+    }
+}
+
+fn messages<'a>(
+    record: &'a [(String, Value)],
+    dir: &'a str,
+    method: &'a str,
+) -> impl Iterator<Item = &'a Value> + 'a {
+    record
+        .iter()
+        .filter(move |(d, m)| d == dir && m["method"] == method)
+        .map(|(_, m)| m)
+}
+
+/// The `result` of the response to request `request` in direction `dir`.
+fn response<'a>(record: &'a [(String, Value)], dir: &str, request: &Value) -> &'a Value {
+    record
+        .iter()
+        .find(|(d, m)| d == dir && m["id"] == request["id"] && m.get("method").is_none())
+        .map(|(_, m)| &m["result"])
+        .unwrap_or_else(|| panic!("no response ({dir}) to {request}"))
+}
+
+#[test]
+fn the_example_editor_and_agent_rename_through_the_proxy() {
+    let run = run_example();
+    let context = format!("stdout:\n{}\nstderr:\n{}", run.stdout, run.stderr);
+    let sample = examples_dir().join("sample-project");
+    let original = tree(&sample);
+    let after = tree(&run.workdir);
+
+    // The agent asked the proxy, which answered without the editor.
+    let servers_request = messages(&run.record, "agent→proxy", "lsp/servers")
+        .next()
+        .unwrap_or_else(|| panic!("the agent never sent lsp/servers\n{context}"));
+    let servers = response(&run.record, "proxy→agent", servers_request);
+    let rename_request = messages(&run.record, "agent→proxy", "lsp/request")
+        .find(|m| m["params"]["method"] == "textDocument/rename")
+        .unwrap_or_else(|| panic!("the agent never asked for a rename\n{context}"));
+    let server_id = &rename_request["params"]["serverId"];
+    let server = servers["servers"]
+        .as_array()
+        .and_then(|list| list.iter().find(|s| &s["serverId"] == server_id))
+        .unwrap_or_else(|| panic!("{server_id} is not in {servers}"));
+    assert_eq!(server["name"], "rust-analyzer", "{context}");
+    for method in ["lsp/servers", "lsp/request"] {
+        assert_eq!(
+            messages(&run.record, "proxy→editor", method).count(),
+            0,
+            "{method} reached the editor"
+        );
+    }
+
+    // Replaying the server's edit on the original files gives the disk.
+    let edit = &response(&run.record, "proxy→agent", rename_request)["lspResult"];
+    let encoding = server["positionEncoding"]
+        .as_str()
+        .and_then(PositionEncoding::from_lsp)
+        .expect("positionEncoding");
+    let in_workdir = |p: &Path| p.strip_prefix(&run.workdir).ok().map(Path::to_path_buf);
+    let current = |p: &Path| {
+        in_workdir(p)
+            .and_then(|rel| original.get(&rel))
+            .map(Entry::text)
+    };
+    let writable = |p: &Path| in_workdir(p).is_some();
+    let planned = plan(
+        edit,
+        &PlanContext {
+            encoding,
+            current: &current,
+            writable: &writable,
+            decisions: &Decisions::default(),
+        },
+    )
+    .unwrap_or_else(|e| panic!("the server's edit does not plan: {e}\n{edit}"));
+    let mut replayed = original.clone();
+    for op in planned.operations {
+        let FileOperation::Write { path, new, .. } = op else {
+            panic!("a rename of a function should only edit text: {op:?}");
+        };
+        replayed.insert(in_workdir(&path).expect("in workdir"), new);
+    }
+    assert_eq!(
+        after, replayed,
+        "the disk is not what the server's edit said\n{context}"
+    );
+
+    // … and what the checked-in expectation says.
+    let expected_dir = examples_dir().join("sample-project-expected");
+    let mut expected = original.clone();
+    expected.extend(tree(&expected_dir));
+    assert_eq!(
+        after,
+        expected,
+        "compare with {}\n{context}",
+        expected_dir.display()
+    );
+
+    // Every change went through fs/write_text_file: forwarded by the
+    // proxy, served by the editor, once per file, with the final text.
+    let changed: BTreeSet<PathBuf> = original
+        .keys()
+        .filter(|k| original.get(*k) != after.get(*k))
+        .cloned()
+        .collect();
+    let expected_changed: BTreeSet<PathBuf> = RENAMED_FILES.iter().map(PathBuf::from).collect();
+    assert_eq!(changed, expected_changed, "{context}");
+    let mut forwarded = BTreeMap::new();
+    for write in messages(&run.record, "proxy→editor", "fs/write_text_file") {
+        let path = Path::new(write["params"]["path"].as_str().expect("path"));
+        let rel = in_workdir(path).expect("a write inside the project");
+        let content = write["params"]["content"].as_str().expect("content");
+        assert!(
+            forwarded.insert(rel, content.to_string()).is_none(),
+            "{} written twice",
+            path.display()
+        );
+    }
+    let changed_texts: BTreeMap<PathBuf, String> = changed
+        .iter()
+        .map(|k| (k.clone(), after[k].clone()))
+        .collect();
+    assert_eq!(forwarded, changed_texts, "forwarded writes vs the disk");
+    let served: BTreeSet<PathBuf> = run.report["writes"]
+        .as_array()
+        .expect("writes")
+        .iter()
+        .map(|w| PathBuf::from(w["path"].as_str().expect("path")))
+        .collect();
+    assert_eq!(served, expected_changed, "writes the editor served");
+    assert_eq!(run.report["stopReason"], "end_turn", "{context}");
+
+    // What a user sees: the agent's messages, the served writes, the diff.
+    for needle in [
+        "agent │ Using rust-analyzer",
+        "editor │ served fs/write_text_file src/main.rs",
+        "agent │ Renamed to `welcome` in 3 file(s).",
+        "stop reason: end_turn",
+        "+++ b/src/greet.rs",
+        "+pub fn welcome(name: &str) -> String {",
+        "+    println!(\"👋 {}\", sample::welcome(\"wörld\"));",
+    ] {
+        assert!(run.stdout.contains(needle), "missing {needle:?}\n{context}");
+    }
+}
