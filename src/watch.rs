@@ -7,7 +7,7 @@ use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use notify::{Event, EventKind, RecommendedWatcher, RecursiveMode, Watcher as _};
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -31,6 +31,43 @@ pub enum WatchBatch {
     Changes(Vec<(PathBuf, FileChange)>),
     /// Events were lost (the OS queue overflowed): every file may have changed.
     Rescan,
+}
+
+/// A batch handed to the consumer. Dropping `done` (or sending on it) says the
+/// consumer has finished with it: [`Settler::settle`] waits for that.
+#[derive(Debug)]
+pub struct Delivery {
+    pub batch: WatchBatch,
+    pub done: tokio::sync::oneshot::Sender<()>,
+}
+
+/// How long a request waits for events already received to be handed on.
+pub const SETTLE_TIMEOUT: Duration = Duration::from_millis(250);
+
+/// Waits until every event received so far has been handled, so that a
+/// request sent after a change on disk sees it even for files it does not
+/// name (the ones it names are checked anyway).
+#[derive(Clone)]
+pub struct Settler {
+    received: Arc<AtomicU64>,
+    handled: tokio::sync::watch::Receiver<u64>,
+}
+
+impl Settler {
+    /// Raw events received from the OS so far.
+    pub fn received(&self) -> u64 {
+        self.received.load(Ordering::Acquire)
+    }
+
+    /// Waits, at most `limit`, until the events received before the call are handled.
+    pub async fn settle(&self, limit: Duration) {
+        let target = self.received.load(Ordering::Acquire);
+        if *self.handled.borrow() >= target {
+            return;
+        }
+        let mut handled = self.handled.clone();
+        let _ = tokio::time::timeout(limit, handled.wait_for(|h| *h >= target)).await;
+    }
 }
 
 /// How to watch.
@@ -68,6 +105,9 @@ pub enum WatchError {
 
 struct Shared {
     root: PathBuf,
+    /// Raw events received from the OS, and how many of them are handled.
+    received: Arc<AtomicU64>,
+    handled: tokio::sync::watch::Sender<u64>,
     options: WatchOptions,
     ignore: Gitignore,
     watcher: Mutex<Option<RecommendedWatcher>>,
@@ -99,10 +139,15 @@ impl RootWatch {
     pub fn start(
         root: &Path,
         options: WatchOptions,
-        sink: mpsc::UnboundedSender<WatchBatch>,
+        sink: mpsc::UnboundedSender<Delivery>,
     ) -> Result<RootWatch, WatchError> {
         let (raw_tx, raw_rx) = mpsc::unbounded_channel::<notify::Result<Event>>();
+        let received = Arc::new(AtomicU64::new(0));
+        let counter = Arc::clone(&received);
         let watcher = notify::recommended_watcher(move |event| {
+            // Counted before it is queued: a settle that reads the count then
+            // always waits for this event.
+            counter.fetch_add(1, Ordering::AcqRel);
             let _ = raw_tx.send(event);
         })
         .map_err(|source| WatchError::Notify {
@@ -111,6 +156,8 @@ impl RootWatch {
         })?;
         let shared = Arc::new(Shared {
             root: root.to_path_buf(),
+            received,
+            handled: tokio::sync::watch::channel(0).0,
             ignore: root_ignore(root),
             options,
             watcher: Mutex::new(Some(watcher)),
@@ -124,6 +171,14 @@ impl RootWatch {
 
     pub fn root(&self) -> &Path {
         &self.shared.root
+    }
+
+    /// A handle that waits for received events to be handled.
+    pub fn settler(&self) -> Settler {
+        Settler {
+            received: Arc::clone(&self.shared.received),
+            handled: self.shared.handled.subscribe(),
+        }
     }
 
     /// Whether some directories could not be watched (the OS watch limit).
@@ -259,8 +314,9 @@ impl Shared {
 async fn coalesce(
     shared: Arc<Shared>,
     mut raw: mpsc::UnboundedReceiver<notify::Result<Event>>,
-    sink: mpsc::UnboundedSender<WatchBatch>,
+    sink: mpsc::UnboundedSender<Delivery>,
 ) {
+    let mut consumed: u64 = 0;
     while let Some(first) = raw.recv().await {
         let mut events = vec![first];
         let window = tokio::time::sleep(shared.options.coalesce);
@@ -274,6 +330,7 @@ async fn coalesce(
                 },
             }
         }
+        consumed += events.len() as u64;
         let mut rescan = false;
         // Path → whether some event said it was created.
         let mut touched: BTreeMap<PathBuf, bool> = BTreeMap::new();
@@ -302,9 +359,10 @@ async fn coalesce(
         }
         if rescan {
             shared.watch_tree(&shared.root.clone());
-            if sink.send(WatchBatch::Rescan).is_err() {
+            if !deliver(&sink, WatchBatch::Rescan).await {
                 return;
             }
+            shared.handled.send_replace(consumed);
             continue;
         }
         let mut changes = Vec::new();
@@ -341,15 +399,27 @@ async fn coalesce(
                 }
             }
         }
-        if changes.is_empty() {
-            continue;
+        if !changes.is_empty() {
+            changes.sort();
+            changes.dedup_by(|a, b| a.0 == b.0);
+            if !deliver(&sink, WatchBatch::Changes(changes)).await {
+                return;
+            }
         }
-        changes.sort();
-        changes.dedup_by(|a, b| a.0 == b.0);
-        if sink.send(WatchBatch::Changes(changes)).is_err() {
-            return;
-        }
+        shared.handled.send_replace(consumed);
     }
+}
+
+/// Hands a batch on and waits until the consumer is done with it. False when
+/// the consumer is gone.
+async fn deliver(sink: &mpsc::UnboundedSender<Delivery>, batch: WatchBatch) -> bool {
+    let (done, finished) = tokio::sync::oneshot::channel();
+    if sink.send(Delivery { batch, done }).is_err() {
+        return false;
+    }
+    // An error only means the consumer dropped `done`: it is finished too.
+    let _ = finished.await;
+    true
 }
 
 #[cfg(test)]
@@ -363,7 +433,7 @@ mod tests {
         dir: tempfile::TempDir,
         root: PathBuf,
         watch: RootWatch,
-        rx: mpsc::UnboundedReceiver<WatchBatch>,
+        rx: mpsc::UnboundedReceiver<Delivery>,
     }
 
     fn fixture(options: WatchOptions) -> Fixture {
@@ -388,11 +458,11 @@ mod tests {
         /// Changes until one batch mentions `path`.
         async fn changes_for(&mut self, path: &Path) -> Vec<(PathBuf, FileChange)> {
             loop {
-                let batch = tokio::time::timeout(BATCH_TIMEOUT, self.rx.recv())
+                let delivery = tokio::time::timeout(BATCH_TIMEOUT, self.rx.recv())
                     .await
                     .expect("no batch in time")
                     .expect("watch ended");
-                if let WatchBatch::Changes(changes) = batch {
+                if let WatchBatch::Changes(changes) = delivery.batch {
                     if changes.iter().any(|(p, _)| p == path) {
                         return changes;
                     }
@@ -484,6 +554,49 @@ mod tests {
                     && !p.starts_with(f.root.join("ignored"))),
             "{changes:?}"
         );
+    }
+
+    #[tokio::test]
+    async fn settle_waits_until_received_events_are_handled() {
+        let mut f = fixture(WatchOptions::default());
+        let settler = f.watch.settler();
+        let before = settler.received();
+        let file = f.root.join("src/new.rs");
+        std::fs::write(&file, "x").unwrap();
+        // The OS delivers the event asynchronously: wait until it is received.
+        let deadline = std::time::Instant::now() + BATCH_TIMEOUT;
+        while settler.received() == before {
+            assert!(std::time::Instant::now() < deadline, "no event received");
+            tokio::task::yield_now().await;
+        }
+        // Not handled yet: the consumer has not taken the batch.
+        let mut settle = tokio::spawn({
+            let settler = settler.clone();
+            async move { settler.settle(BATCH_TIMEOUT).await }
+        });
+        let delivery = tokio::time::timeout(BATCH_TIMEOUT, f.rx.recv())
+            .await
+            .expect("a batch")
+            .expect("the watch runs");
+        assert!(
+            tokio::time::timeout(Duration::from_millis(50), &mut settle)
+                .await
+                .is_err(),
+            "settled before the batch was handled"
+        );
+        let WatchBatch::Changes(changes) = &delivery.batch else {
+            panic!("{:?}", delivery.batch)
+        };
+        assert!(changes.iter().any(|(p, _)| *p == file), "{changes:?}");
+        drop(delivery);
+        tokio::time::timeout(BATCH_TIMEOUT, settle)
+            .await
+            .expect("settled once the batch was handled")
+            .unwrap();
+        // Nothing pending: settling is immediate.
+        tokio::time::timeout(Duration::from_millis(1), settler.settle(BATCH_TIMEOUT))
+            .await
+            .expect("nothing to wait for");
     }
 
     #[tokio::test]

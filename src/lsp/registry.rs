@@ -8,7 +8,7 @@ use super::server::{Server, ServerSpec};
 use crate::gate::{GateError, HostCall, HostReply, LspHost, Route, ServerEntry, Session};
 use crate::jsonrpc::Limits;
 use crate::record::Recorder;
-use crate::watch::{FileChange, RootWatch, WatchBatch, WatchOptions};
+use crate::watch::{Delivery, FileChange, RootWatch, WatchBatch, WatchOptions, SETTLE_TIMEOUT};
 use serde_json::value::RawValue;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -274,6 +274,19 @@ impl LspHost for Registry {
         let server = self
             .server(&call.server_id)
             .ok_or_else(|| GateError::UnknownServer(call.server_id.clone()))?;
+        // Changes already seen on disk reach the servers first, even for files
+        // the request does not name.
+        let settlers: Vec<_> = {
+            let watches = self.watches.lock().expect("BUG: watches lock poisoned");
+            watches
+                .values()
+                .filter(|w| w.sessions.contains(call.session.id()))
+                .map(|w| w.watch.settler())
+                .collect()
+        };
+        for settler in settlers {
+            settler.settle(SETTLE_TIMEOUT).await;
+        }
         server.request(call).await
     }
 
@@ -385,9 +398,11 @@ impl LspHost for Registry {
 async fn dispatch(
     registry: Weak<Registry>,
     root: PathBuf,
-    mut batches: mpsc::UnboundedReceiver<WatchBatch>,
+    mut batches: mpsc::UnboundedReceiver<Delivery>,
 ) {
-    while let Some(batch) = batches.recv().await {
+    // `_done` is dropped when the batch has been handled, which releases
+    // requests waiting in `Settler::settle`.
+    while let Some(Delivery { batch, done: _done }) = batches.recv().await {
         let Some(registry) = registry.upgrade() else {
             return;
         };
