@@ -64,6 +64,12 @@
 //!   `acp_lsp::lsp::process::ServerProcess::spawn`, write its pid to
 //!   `FAKE_LSP_CHILD_PID_FILE`, and wait for it; no protocol at all. A test
 //!   `SIGKILL`s this process to check that the parent-death signal ends the child.
+//! * `echo_agent` — not LSP at all: a tiny ACP agent for the relay benchmark
+//!   (`benches/suite.rs`). Reads newline-delimited JSON-RPC on stdin and
+//!   answers every request with `{"jsonrpc":"2.0","id":ID,"result":{}}`, except
+//!   `bench/pingBack {"count":n}`: it first sends n `bench/ping` requests (ids
+//!   `"a1"`…), each after the response to the previous one, then answers.
+//!   Other lines are ignored; end of stdin ends it (code 0).
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fs::{File, OpenOptions};
@@ -141,6 +147,9 @@ fn run() -> io::Result<i32> {
     let mode = Mode::from_env();
     if mode.has("sleep_forever") {
         sleep_forever();
+    }
+    if mode.has("echo_agent") {
+        return echo_agent();
     }
     if mode.has("crash_on_start") {
         return Ok(4);
@@ -494,6 +503,64 @@ fn write_message(out: &mut impl Write, body: &[u8]) -> io::Result<()> {
     write!(out, "Content-Length: {}\r\n\r\n", body.len())?;
     out.write_all(body)?;
     out.flush()
+}
+
+/// The hidden `echo_agent` mode (see the top of this file).
+fn echo_agent() -> io::Result<i32> {
+    let mut input = BufReader::new(io::stdin().lock());
+    let mut out = io::BufWriter::new(io::stdout().lock());
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        if input.read_until(b'\n', &mut line)? == 0 {
+            return Ok(0);
+        }
+        let Ok(Incoming {
+            id: Some(id),
+            method: Some(method),
+            params,
+        }) = serde_json::from_slice::<Incoming>(&line)
+        else {
+            continue;
+        };
+        if method == "bench/pingBack" {
+            let count = params
+                .and_then(|p| serde_json::from_str::<serde_json::Value>(p.get()).ok())
+                .and_then(|p| p["count"].as_u64())
+                .unwrap_or(0);
+            for k in 1..=count {
+                let ping = format!("\"a{k}\"");
+                writeln!(
+                    out,
+                    r#"{{"jsonrpc":"2.0","id":{ping},"method":"bench/ping","params":{{}}}}"#
+                )?;
+                out.flush()?;
+                // Until the response to this ping (a line with its id and no method).
+                loop {
+                    line.clear();
+                    if input.read_until(b'\n', &mut line)? == 0 {
+                        return Ok(0);
+                    }
+                    if let Ok(Incoming {
+                        id: Some(answered),
+                        method: None,
+                        ..
+                    }) = serde_json::from_slice::<Incoming>(&line)
+                    {
+                        if answered.get() == ping {
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        writeln!(
+            out,
+            r#"{{"jsonrpc":"2.0","id":{},"result":{{}}}}"#,
+            id.get()
+        )?;
+        out.flush()?;
+    }
 }
 
 fn sleep_forever() -> ! {

@@ -1,0 +1,356 @@
+//! Figure 1: the relay, process level. `acp-lsp proxy -- AGENT` against the
+//! plain pipe an editor would otherwise have to the agent.
+//!
+//! - Throughput: the agent is `cat FILE` streaming `session/update`
+//!   notification lines; the baseline is `sh -c 'cat FILE | cat'` (one extra
+//!   process copying a pipe, as the proxy does). Time from spawn to end of
+//!   output, best of alternating runs.
+//! - Round trips: the agent is the fake server's `echo_agent` mode. Editor →
+//!   agent → editor (the suite sends a request, the agent answers) and agent →
+//!   editor → agent (`bench/pingBack`: the agent sends requests one at a time;
+//!   the time from our answer to its next request is one round trip). The
+//!   baseline is the same agent on plain pipes; the same agent behind
+//!   `cat | agent | cat` is shown too: what any extra pipe hop costs here.
+
+use super::{acp_lsp_bin, fake_bin, median, micros, percentile, Table, Verdict};
+use anyhow::{bail, ensure, Context, Result};
+use std::io::{BufRead, BufReader, BufWriter, Read, Write};
+use std::path::Path;
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Lines of the small-message stream (~200 B each: 100 MB).
+const SMALL_LINES: usize = 500_000;
+const SMALL_LINE: usize = 200;
+/// Lines of the large-message stream (64 KiB each: 200 MiB).
+const LARGE_LINES: usize = 3_200;
+const LARGE_LINE: usize = 64 * 1024;
+/// Alternating runs per stream and path; the best of each counts (a
+/// throughput is a capacity: noise from other jobs only ever lowers it).
+const STREAM_RUNS: usize = 5;
+/// Round trips per block; blocks alternate between the peers.
+const RTT_BLOCK: usize = 100;
+const RTT_BLOCKS: usize = 30;
+/// Warm-up round trips per peer (not measured).
+const RTT_WARMUP: usize = 200;
+/// Most lines read while waiting for one answer (the agent sends nothing else).
+const MAX_STRAY_LINES: usize = 16;
+
+/// Target: the proxy's throughput at least this fraction of the plain pipe's.
+const THROUGHPUT_TARGET: f64 = 0.5;
+/// Target: median µs added per round trip.
+const RTT_TARGET_US: f64 = 20.0;
+
+pub fn run(table: &Table) -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    // An empty config home: the user's config file must not matter.
+    let config_home = dir.path().join("config");
+    std::fs::create_dir_all(&config_home)?;
+    // Round trips first, before the throughput runs load the machine.
+    round_trips(table, &config_home)?;
+    throughput(
+        table,
+        dir.path(),
+        &config_home,
+        "small (200 B)",
+        SMALL_LINE,
+        SMALL_LINES,
+    )?;
+    throughput(
+        table,
+        dir.path(),
+        &config_home,
+        "64 KiB",
+        LARGE_LINE,
+        LARGE_LINES,
+    )?;
+    Ok(())
+}
+
+/// One `session/update` line of exactly `len` bytes, newline included.
+fn session_update_line(len: usize) -> Vec<u8> {
+    let head: &[u8] = br#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":""#;
+    let tail: &[u8] = b"\"}}}}\n";
+    let mut line = Vec::with_capacity(len);
+    line.extend_from_slice(head);
+    line.resize(len - tail.len(), b'x');
+    line.extend_from_slice(tail);
+    line
+}
+
+fn proxy_command(config_home: &Path, agent: &[&str]) -> Command {
+    let mut command = Command::new(acp_lsp_bin());
+    command
+        .arg("proxy")
+        .arg("--")
+        .args(agent)
+        .env("XDG_CONFIG_HOME", config_home)
+        .stderr(Stdio::inherit());
+    command
+}
+
+struct Streamed {
+    elapsed: Duration,
+    bytes: u64,
+    lines: u64,
+}
+
+/// Runs `command`, reads its whole stdout; its stdin stays open until then.
+fn stream(command: &mut Command) -> Result<Streamed> {
+    let start = Instant::now();
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()?;
+    let mut out = child.stdout.take().context("piped stdout")?;
+    let mut buf = vec![0u8; 1 << 20];
+    let (mut bytes, mut lines) = (0u64, 0u64);
+    loop {
+        let n = out.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        bytes += n as u64;
+        lines += memchr::memchr_iter(b'\n', &buf[..n]).count() as u64;
+    }
+    let elapsed = start.elapsed();
+    drop(child.stdin.take());
+    let status = child.wait()?;
+    ensure!(
+        status.success() || status.code() == Some(0),
+        "exited with {status}"
+    );
+    Ok(Streamed {
+        elapsed,
+        bytes,
+        lines,
+    })
+}
+
+fn throughput(
+    table: &Table,
+    dir: &Path,
+    config_home: &Path,
+    label: &str,
+    line_len: usize,
+    count: usize,
+) -> Result<()> {
+    let file = dir.join(format!("stream-{line_len}.ndjson"));
+    {
+        let line = session_update_line(line_len);
+        let mut out = BufWriter::with_capacity(1 << 20, std::fs::File::create(&file)?);
+        for _ in 0..count {
+            out.write_all(&line)?;
+        }
+        out.flush()?;
+    }
+    let total = (line_len * count) as u64;
+    let file_arg = file.to_str().context("utf-8 temp path")?;
+    let pipe_script = format!("cat '{file_arg}' | cat");
+    let (mut ours, mut direct) = (Vec::new(), Vec::new());
+    for _ in 0..STREAM_RUNS {
+        for (via_proxy, samples) in [(true, &mut ours), (false, &mut direct)] {
+            let streamed = if via_proxy {
+                stream(&mut proxy_command(config_home, &["cat", file_arg]))?
+            } else {
+                stream(Command::new("sh").args(["-c", &pipe_script]))?
+            };
+            ensure!(
+                streamed.bytes == total && streamed.lines == count as u64,
+                "{label}: got {} bytes / {} lines of {total} / {count} (via proxy: {via_proxy})",
+                streamed.bytes,
+                streamed.lines
+            );
+            samples.push(streamed.elapsed.as_secs_f64());
+        }
+    }
+    let best = |v: &[f64]| v.iter().copied().fold(f64::INFINITY, f64::min);
+    let (t_ours, t_direct) = (best(&ours), best(&direct));
+    let mb = total as f64 / 1e6;
+    let ratio = t_direct / t_ours;
+    let describe = |t: f64| format!("{:.0} MB/s, {:.0} msg/s", mb / t, count as f64 / t);
+    table.row(
+        format!("1 relay throughput, {label} session/update lines"),
+        describe(t_ours),
+        format!("{} (cat FILE piped to cat)", describe(t_direct)),
+        Some(ratio),
+        format!("≥ {THROUGHPUT_TARGET}× pipe"),
+        Verdict::of(ratio >= THROUGHPUT_TARGET),
+    );
+    std::fs::remove_file(&file)?;
+    Ok(())
+}
+
+// ---------------------------------------------------------------- round trips
+
+/// Where the echo agent runs.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Via {
+    Proxy,
+    /// Plain pipes, no relay: the direct baseline.
+    Direct,
+    /// `cat | agent | cat`: a relay that does nothing but copy, with the same
+    /// number of pipe hops as the proxy (to tell the cost of any extra hop on
+    /// this machine from acp-lsp's own).
+    Cat,
+}
+
+/// An echo agent, behind the proxy, a plain `cat` relay, or on plain pipes.
+struct Peer {
+    child: Child,
+    input: ChildStdin,
+    output: BufReader<ChildStdout>,
+    line: String,
+    next_id: u64,
+}
+
+impl Peer {
+    fn start(via: Via, config_home: &Path) -> Result<Peer> {
+        let mut command = match via {
+            Via::Proxy => proxy_command(config_home, &[fake_bin()]),
+            Via::Direct => Command::new(fake_bin()),
+            Via::Cat => {
+                let mut c = Command::new("sh");
+                c.args(["-c", "cat | \"$0\" | cat", fake_bin()]);
+                c
+            }
+        };
+        command.stderr(Stdio::inherit());
+        let mut child = command
+            .env("FAKE_LSP_MODE", "echo_agent")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()?;
+        let input = child.stdin.take().context("piped stdin")?;
+        let output = BufReader::new(child.stdout.take().context("piped stdout")?);
+        Ok(Peer {
+            child,
+            input,
+            output,
+            line: String::new(),
+            next_id: 1,
+        })
+    }
+
+    fn read_line(&mut self) -> Result<&str> {
+        self.line.clear();
+        if self.output.read_line(&mut self.line)? == 0 {
+            bail!("the agent's output ended");
+        }
+        Ok(&self.line)
+    }
+
+    /// Editor → agent → editor, `n` times; µs each.
+    fn editor_round_trips(&mut self, n: usize) -> Result<Vec<f64>> {
+        let mut samples = Vec::with_capacity(n);
+        for _ in 0..n {
+            let id = self.next_id;
+            self.next_id += 1;
+            let request = format!(
+                "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"bench/echo\",\"params\":{{}}}}\n"
+            );
+            let expected = format!("\"id\":{id},");
+            let start = Instant::now();
+            self.input.write_all(request.as_bytes())?;
+            let mut answered = false;
+            for _ in 0..MAX_STRAY_LINES {
+                if self.read_line()?.contains(&expected) {
+                    answered = true;
+                    break;
+                }
+            }
+            samples.push(micros(start.elapsed()));
+            ensure!(answered, "no answer to request {id}");
+        }
+        Ok(samples)
+    }
+
+    /// Agent → editor → agent, `n` times; µs each (from our answer to the
+    /// agent's next message).
+    fn agent_round_trips(&mut self, n: usize) -> Result<Vec<f64>> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let request = format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"bench/pingBack\",\"params\":{{\"count\":{n}}}}}\n"
+        );
+        let done = format!("\"id\":{id},");
+        self.input.write_all(request.as_bytes())?;
+        let mut samples = Vec::with_capacity(n);
+        let mut answered_at: Option<Instant> = None;
+        for _ in 0..n + MAX_STRAY_LINES {
+            let line = self.read_line()?.to_string();
+            let now = Instant::now();
+            if let Some(at) = answered_at.take() {
+                samples.push(micros(now - at));
+            }
+            if line.contains(&done) {
+                ensure!(samples.len() == n, "{} of {n} pings", samples.len());
+                return Ok(samples);
+            }
+            let value: serde_json::Value = serde_json::from_str(&line)?;
+            ensure!(value["method"] == "bench/ping", "unexpected line {line}");
+            let answer = format!(
+                "{{\"jsonrpc\":\"2.0\",\"id\":{},\"result\":{{}}}}\n",
+                value["id"]
+            );
+            // Before the write: the agent may answer before `write` returns.
+            answered_at = Some(Instant::now());
+            self.input.write_all(answer.as_bytes())?;
+        }
+        bail!("bench/pingBack did not finish")
+    }
+
+    fn stop(mut self) -> Result<()> {
+        drop(self.input);
+        let status = self.child.wait()?;
+        ensure!(status.success(), "echo agent exited with {status}");
+        Ok(())
+    }
+}
+
+fn round_trips(table: &Table, config_home: &Path) -> Result<()> {
+    let mut peers = [
+        Peer::start(Via::Proxy, config_home)?,
+        Peer::start(Via::Direct, config_home)?,
+        Peer::start(Via::Cat, config_home)?,
+    ];
+    for peer in &mut peers {
+        peer.editor_round_trips(RTT_WARMUP)?;
+        peer.agent_round_trips(RTT_WARMUP)?;
+    }
+    // [peer][editor-initiated, agent-initiated]
+    let mut samples: [[Vec<f64>; 2]; 3] = Default::default();
+    for _ in 0..RTT_BLOCKS {
+        for (peer, samples) in peers.iter_mut().zip(samples.iter_mut()) {
+            samples[0].extend(peer.editor_round_trips(RTT_BLOCK)?);
+            samples[1].extend(peer.agent_round_trips(RTT_BLOCK)?);
+        }
+    }
+    for peer in peers {
+        peer.stop()?;
+    }
+    for (k, label) in ["editor→agent→editor", "agent→editor→agent"]
+        .into_iter()
+        .enumerate()
+    {
+        let [ours, base, cat] = [&samples[0][k], &samples[1][k], &samples[2][k]];
+        let (m_ours, m_base, m_cat) = (median(ours), median(base), median(cat));
+        let added = m_ours - m_base;
+        table.row(
+            format!("1 round trip {label}, median (p99)"),
+            format!(
+                "{m_ours:.1} µs ({:.0}); {added:+.1} µs",
+                percentile(ours, 99.0)
+            ),
+            format!(
+                "{m_base:.1} µs ({:.0}) plain pipes; {m_cat:.1} µs ({:.0}) via cat relay",
+                percentile(base, 99.0),
+                percentile(cat, 99.0)
+            ),
+            Some(m_ours / m_base),
+            format!("≤ +{RTT_TARGET_US} µs"),
+            Verdict::of(added <= RTT_TARGET_US),
+        );
+    }
+    Ok(())
+}
