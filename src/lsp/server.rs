@@ -626,6 +626,22 @@ impl Server {
         uri: &str,
         path: &Path,
     ) -> Option<&'static str> {
+        // The common case, nothing changed, is one stat and sends nothing: no
+        // lock and no trip through the blocking pool (a stat takes microseconds).
+        if let Ok(metadata) = std::fs::metadata(path) {
+            let stamp = Stamp {
+                size: metadata.len(),
+                modified: metadata.modified().ok(),
+            };
+            if metadata.is_file()
+                && metadata.len() <= MAX_DOCUMENT_BYTES
+                && !self.docs().needs_read(uri, stamp, SystemTime::now())
+            {
+                return None;
+            }
+        }
+        // Anything else may send: one disk sync at a time per server, so two
+        // reads of different revisions cannot reach the server out of order.
         let _serialized = self.disk_sync.lock().await;
         // A document that can no longer be read from disk is closed rather
         // than left at text the disk no longer has.
