@@ -1,7 +1,7 @@
 //! The `acp-lsp` command line.
 
 use acp_lsp::acp::relay::{self, LspMode, RelayEnd, RelayOptions};
-use acp_lsp::gate::{Gate, GateConfig};
+use acp_lsp::gate::Gate;
 use acp_lsp::lsp::config::Config;
 use acp_lsp::lsp::registry::{Registry, RegistryOptions};
 use acp_lsp::oneshot::{params_file, FileLocation, OneShot, RenameOutcome};
@@ -115,6 +115,11 @@ enum Command {
     },
 }
 
+/// A folder argument, or the current folder when it is absent.
+fn or_current_dir(dir: Option<PathBuf>) -> std::io::Result<PathBuf> {
+    dir.map_or_else(std::env::current_dir, Ok)
+}
+
 fn init_logging(log: &LogArgs) -> anyhow::Result<()> {
     let filter = tracing_subscriber::EnvFilter::try_new(&log.log_level)
         .with_context(|| format!("invalid --log-level {:?}", log.log_level))?;
@@ -172,10 +177,7 @@ fn main() -> anyhow::Result<()> {
             let config = Config::load(config.as_deref())?;
             let params: serde_json::Value =
                 serde_json::from_str(&params_json).context("PARAMS_JSON is not valid JSON")?;
-            let root = match root {
-                Some(root) => root,
-                None => std::env::current_dir()?,
-            };
+            let root = or_current_dir(root)?;
             let runtime = tokio::runtime::Runtime::new()?;
             let result = runtime.block_on(async {
                 let tool = OneShot::start(&root, config);
@@ -204,10 +206,7 @@ fn main() -> anyhow::Result<()> {
         } => {
             init_logging(&log)?;
             let config = Config::load(config.as_deref())?;
-            let root = match root {
-                Some(root) => root,
-                None => std::env::current_dir()?,
-            };
+            let root = or_current_dir(root)?;
             let runtime = tokio::runtime::Runtime::new()?;
             let outcome = runtime.block_on(async {
                 let tool = OneShot::start(&root, config);
@@ -238,10 +237,7 @@ fn main() -> anyhow::Result<()> {
         }
         Command::Servers { dir, config } => {
             let config = Config::load(config.as_deref())?;
-            let dir = match dir {
-                Some(dir) => dir,
-                None => std::env::current_dir()?,
-            };
+            let dir = or_current_dir(dir)?;
             print!("{}", acp_lsp::lsp::detect::health_report(&dir, &config));
             Ok(())
         }
@@ -270,11 +266,7 @@ async fn proxy(
     let agent_in = child.stdin.take().context("BUG: agent stdin is piped")?;
     let agent_out = child.stdout.take().context("BUG: agent stdout is piped")?;
 
-    let gate_config = GateConfig {
-        limits: Default::default(),
-        read_only_roots: config.read_only_roots.clone(),
-        allowed_uri_schemes: config.allowed_uri_schemes.clone(),
-    };
+    let gate_config = config.gate_config();
     let registry = Registry::new(
         config,
         RegistryOptions {

@@ -2,7 +2,7 @@
 //! one session over one root, served through the same gate as agents, so the
 //! same refusals, confinement and document sync apply.
 
-use crate::gate::{Gate, GateConfig, GateMethod, ServerState};
+use crate::gate::{Gate, GateMethod, ServerState};
 use crate::jsonrpc::{Envelope, Kind, Outcome, RequestId};
 use crate::lsp::config::Config;
 use crate::lsp::registry::{Registry, RegistryOptions};
@@ -47,11 +47,7 @@ impl OneShot {
     /// Opens the session. Servers start on first use: only the one asked is spawned.
     pub fn start(root: &Path, config: Config) -> OneShot {
         let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
-        let gate_config = GateConfig {
-            limits: Default::default(),
-            read_only_roots: config.read_only_roots.clone(),
-            allowed_uri_schemes: config.allowed_uri_schemes.clone(),
-        };
+        let gate_config = config.gate_config();
         let registry = Registry::new(
             config,
             RegistryOptions {

@@ -12,8 +12,8 @@
 
 mod support;
 
-use support::copy_tree;
 use support::procfs::{all_pids, process_alive, POLL_INTERVAL};
+use support::{copy_tree, write_compile_commands};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -30,7 +30,6 @@ const RUN_TIMEOUT: Duration = Duration::from_secs(150);
 /// Longest wait, after the binary exited, for processes in the project to go.
 const EXIT_TIMEOUT: Duration = Duration::from_secs(10);
 const CLANGD_INSTALL: &str = "apt-get install -y clangd";
-const C_SOURCES: &[&str] = &["src/geometry.c", "src/main.c"];
 const C_FILES: &[&str] = &["include/geometry.h", "src/geometry.c", "src/main.c"];
 
 /// A copy of the C fixture, with a compilation database and an empty config home.
@@ -171,37 +170,6 @@ fn snapshot_into(root: &Path, dir: &Path, files: &mut BTreeMap<PathBuf, Vec<u8>>
             );
         }
     }
-}
-
-/// clangd renames and finds definitions across files only with a compilation
-/// database, which needs absolute paths: written into the copy, with the
-/// flags of `compile_flags.txt`, as `tests/real_servers.rs` does.
-fn write_compile_commands(root: &Path) {
-    let flags: Vec<String> = std::fs::read_to_string(root.join("compile_flags.txt"))
-        .expect("the C fixture has compile_flags.txt")
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .map(str::to_string)
-        .collect();
-    let commands: Vec<Value> = C_SOURCES
-        .iter()
-        .map(|file| {
-            let mut arguments = vec!["cc".to_string()];
-            arguments.extend(flags.iter().cloned());
-            arguments.extend(["-c".to_string(), file.to_string()]);
-            json!({
-                "directory": root.display().to_string(),
-                "file": file,
-                "arguments": arguments,
-            })
-        })
-        .collect();
-    std::fs::write(
-        root.join("compile_commands.json"),
-        serde_json::to_string_pretty(&commands).expect("a Value serializes"),
-    )
-    .expect("write compile_commands.json");
 }
 
 fn stdout(output: &Output) -> String {

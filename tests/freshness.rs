@@ -28,6 +28,10 @@
 //! for the one server that may need a second query).
 #![cfg(target_os = "linux")]
 
+mod support;
+
+use support::copy_tree;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -419,20 +423,6 @@ fn hover_text(result: &Value) -> String {
         }
     }
     text(&result["contents"])
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    for entry in std::fs::read_dir(from).unwrap_or_else(|e| panic!("read {}: {e}", from.display()))
-    {
-        let entry = entry.expect("read a directory entry");
-        let target = to.join(entry.file_name());
-        if entry.file_type().expect("file type").is_dir() {
-            std::fs::create_dir_all(&target).expect("create a directory");
-            copy_tree(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).expect("copy a fixture file");
-        }
-    }
 }
 
 /// Replaces `path` the way editors save: a temporary file beside it, renamed over it.

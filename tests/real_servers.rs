@@ -11,8 +11,8 @@
 
 mod support;
 
-use support::copy_tree;
 use support::procfs::{group_members, process_alive};
+use support::{copy_tree, write_compile_commands};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -736,37 +736,4 @@ fn hover_text(contents: &Value) -> String {
             .to_string(),
         other => panic!("no hover contents: {other}"),
     }
-}
-
-/// clangd indexes the whole project in the background only for the files a
-/// `compile_commands.json` lists; with `compile_flags.txt` alone it knows only
-/// the files open on it, so definition stops at the header's declaration and
-/// references and rename miss `geometry.c`. The database needs absolute paths,
-/// so it is written into the copy, with the flags of `compile_flags.txt`.
-fn write_compile_commands(root: &Path) {
-    let flags: Vec<String> = std::fs::read_to_string(root.join("compile_flags.txt"))
-        .expect("the C fixture has compile_flags.txt")
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .map(str::to_string)
-        .collect();
-    let commands: Vec<Value> = ["src/geometry.c", "src/main.c"]
-        .iter()
-        .map(|file| {
-            let mut arguments = vec!["cc".to_string()];
-            arguments.extend(flags.iter().cloned());
-            arguments.extend(["-c".to_string(), file.to_string()]);
-            json!({
-                "directory": root.display().to_string(),
-                "file": file,
-                "arguments": arguments,
-            })
-        })
-        .collect();
-    std::fs::write(
-        root.join("compile_commands.json"),
-        serde_json::to_string_pretty(&commands).expect("a Value serializes"),
-    )
-    .expect("write compile_commands.json");
 }

@@ -12,8 +12,8 @@
 
 mod support;
 
-use support::copy_tree;
 use support::procfs::{group_members, wait_until_gone};
+use support::{c_flags, copy_tree, write_compile_commands, C_SOURCES};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -248,44 +248,6 @@ fn cargo_check(project: &Project) {
         .env_remove("RUSTFLAGS")
         .env_remove("CARGO_BUILD_TARGET");
     run_ok(command, "cargo check --offline");
-}
-
-/// The compiler flags of the C fixture (`compile_flags.txt`).
-fn c_flags(root: &Path) -> Vec<String> {
-    std::fs::read_to_string(root.join("compile_flags.txt"))
-        .expect("the C fixture has compile_flags.txt")
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .map(str::to_string)
-        .collect()
-}
-
-const C_SOURCES: &[&str] = &["src/geometry.c", "src/main.c"];
-
-/// clangd renames across files only with a compilation database (with
-/// `compile_flags.txt` alone it knows only the open file); it needs absolute
-/// paths, so it is written into the copy, as `tests/real_servers.rs` does.
-fn write_compile_commands(root: &Path) {
-    let flags = c_flags(root);
-    let commands: Vec<Value> = C_SOURCES
-        .iter()
-        .map(|file| {
-            let mut arguments = vec!["cc".to_string()];
-            arguments.extend(flags.iter().cloned());
-            arguments.extend(["-c".to_string(), file.to_string()]);
-            json!({
-                "directory": root.display().to_string(),
-                "file": file,
-                "arguments": arguments,
-            })
-        })
-        .collect();
-    std::fs::write(
-        root.join("compile_commands.json"),
-        serde_json::to_string_pretty(&commands).expect("a Value serializes"),
-    )
-    .expect("write compile_commands.json");
 }
 
 /// `cc -fsyntax-only` with the fixture's flags on every `.c` file.

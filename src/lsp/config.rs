@@ -584,6 +584,15 @@ impl Config {
     }
 
     /// Servers with `enabled = true`, in order.
+    /// What the gate takes from the configuration (default limits).
+    pub fn gate_config(&self) -> crate::gate::GateConfig {
+        crate::gate::GateConfig {
+            limits: Default::default(),
+            read_only_roots: self.read_only_roots.clone(),
+            allowed_uri_schemes: self.allowed_uri_schemes.clone(),
+        }
+    }
+
     pub fn enabled_servers(&self) -> impl Iterator<Item = &ServerConfig> {
         self.servers.iter().filter(|s| s.enabled)
     }
