@@ -1,6 +1,7 @@
 //! The `acp-lsp` command line.
 
 use acp_lsp::acp::relay::{self, LspMode, RelayEnd, RelayOptions};
+use acp_lsp::conformance;
 use acp_lsp::gate::Gate;
 use acp_lsp::lsp::config::Config;
 use acp_lsp::lsp::registry::{Registry, RegistryOptions};
@@ -106,6 +107,37 @@ enum Command {
         #[command(flatten)]
         log: LogArgs,
     },
+    /// The conformance suite of fixtures/: by default, play the normative
+    /// scenarios as the agent and the editor against acp-lsp itself, or
+    /// against the implementation given after `--` (`{agent}` marks where
+    /// its agent command goes).
+    #[command(args_conflicts_with_subcommands = true)]
+    Conformance {
+        #[command(subcommand)]
+        action: Option<ConformanceAction>,
+        /// The fixtures folder.
+        #[arg(long, default_value = "fixtures")]
+        fixtures: PathBuf,
+        /// Only this scenario (repeatable).
+        #[arg(long = "scenario")]
+        scenarios: Vec<String>,
+        #[arg(long, value_enum, default_value_t = ReportFormat::Table)]
+        format: ReportFormat,
+        /// Also write the JSON report to this file.
+        #[arg(long)]
+        report: Option<PathBuf>,
+        /// Replay the recordings against acp-lsp with stand-in servers (no
+        /// language server needed; what `cargo test` runs).
+        #[arg(long, conflicts_with = "record_fixtures")]
+        replay: bool,
+        /// Re-record every selected fixture against acp-lsp and the real
+        /// language servers (rewrites session.jsonl and expect/).
+        #[arg(long)]
+        record_fixtures: bool,
+        /// The implementation under test, e.g. `other-proxy --stdio -- {agent}`.
+        #[arg(last = true)]
+        command: Vec<std::ffi::OsString>,
+    },
     /// Show which language servers would run for a folder, and whether each is installed.
     Servers {
         /// The folder (default: the current one).
@@ -113,6 +145,19 @@ enum Command {
         #[arg(long)]
         config: Option<PathBuf>,
     },
+}
+
+#[derive(Subcommand)]
+enum ConformanceAction {
+    /// Join stdin/stdout to a Unix socket (the runner's stand-in agent and servers).
+    #[command(hide = true)]
+    Bridge { socket: PathBuf },
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum ReportFormat {
+    Table,
+    Json,
 }
 
 /// A folder argument, or the current folder when it is absent.
@@ -234,6 +279,49 @@ fn main() -> anyhow::Result<()> {
                 }
             }
             Ok(())
+        }
+        Command::Conformance {
+            action,
+            fixtures,
+            scenarios,
+            format,
+            report,
+            replay,
+            record_fixtures,
+            command,
+        } => {
+            let runtime = tokio::runtime::Runtime::new()?;
+            if let Some(ConformanceAction::Bridge { socket }) = action {
+                runtime
+                    .block_on(acp_lsp::conformance::wire::bridge(&socket))
+                    .with_context(|| format!("bridge to {}", socket.display()))?;
+                return Ok(());
+            }
+            let exe = std::env::current_exe().context("cannot find this executable")?;
+            let selected = conformance::suite::select(&fixtures, &scenarios)?;
+            let outcomes = runtime.block_on(async {
+                if record_fixtures {
+                    conformance::suite::record_all(&selected, &exe).await
+                } else if replay {
+                    conformance::suite::replay_all(&selected, &exe).await
+                } else {
+                    conformance::suite::normative_all(&selected, &exe, command).await
+                }
+            })?;
+            let json = serde_json::to_string_pretty(&outcomes)?;
+            if let Some(path) = &report {
+                std::fs::write(path, &json)
+                    .with_context(|| format!("cannot write {}", path.display()))?;
+            }
+            match format {
+                ReportFormat::Table => print!("{}", conformance::report::table(&outcomes)),
+                ReportFormat::Json => println!("{json}"),
+            }
+            std::process::exit(if outcomes.iter().all(|o| o.passed) {
+                0
+            } else {
+                1
+            });
         }
         Command::Servers { dir, config } => {
             let config = Config::load(config.as_deref())?;

@@ -1,7 +1,8 @@
 //! `--record FILE`: every message the proxy sees or sends, one JSON object per
 //! line: `{"t": <ns since start>, "dir": "<direction>", "msg": <message>}`, or
 //! `"text"` instead of `"msg"` when the bytes were not JSON, or `"fragment"` for
-//! pieces of a line too long to inspect.
+//! pieces of a line too long to inspect; `"event"` for what is not a message
+//! (a server process starting or ending, the editor closing the input).
 //!
 //! Writing happens on a dedicated thread so the relay never waits on the disk.
 
@@ -48,6 +49,12 @@ enum Entry {
         dir: String,
         bytes: Vec<u8>,
     },
+    /// `fields` is a JSON object's members without the braces.
+    Event {
+        t: u128,
+        dir: String,
+        fields: String,
+    },
 }
 
 /// A cheap handle to the recording thread; clones share one file.
@@ -88,6 +95,20 @@ impl Recorder {
         }
     }
 
+    /// Records what is not a message: `{"t", "dir", "event": name, ...extra}`.
+    /// `extra` holds string members, e.g. a server's name and root.
+    pub fn event(&self, dir: &Direction, name: &str, extra: &[(&str, &str)]) {
+        let mut fields = format!("\"event\":{}", json_string(name));
+        for (key, value) in extra {
+            fields.push_str(&format!(",{}:{}", json_string(key), json_string(value)));
+        }
+        let _ = self.tx.send(Entry::Event {
+            t: self.start.elapsed().as_nanos(),
+            dir: dir.label(),
+            fields,
+        });
+    }
+
     /// Records a piece of a line too long to inspect.
     pub fn fragment(&self, dir: &Direction, bytes: &[u8]) {
         let _ = self.tx.send(Entry::Fragment {
@@ -126,10 +147,17 @@ fn write_entries(file: std::fs::File, rx: mpsc::Receiver<Entry>) {
     }
 }
 
+fn json_string(text: &str) -> String {
+    serde_json::to_string(text).expect("BUG: a string always serializes")
+}
+
 fn render(entry: &Entry) -> Vec<u8> {
     let (t, dir, bytes, fragment) = match entry {
         Entry::Message { t, dir, bytes } => (t, dir, bytes, false),
         Entry::Fragment { t, dir, bytes } => (t, dir, bytes, true),
+        Entry::Event { t, dir, fields } => {
+            return format!("{{\"t\":{t},\"dir\":{},{fields}}}\n", json_string(dir)).into_bytes()
+        }
         Entry::Sync(_) => return Vec::new(),
     };
     let mut line = Vec::with_capacity(bytes.len() + 64);
@@ -186,6 +214,23 @@ mod tests {
             String::from_utf8(line).unwrap(),
             "{\"t\":6,\"dir\":\"x\",\"text\":\"not json\"}\n"
         );
+    }
+
+    #[test]
+    fn renders_events_with_their_members() {
+        let line = render(&Entry::Event {
+            t: 7,
+            dir: "proxy→server:x".into(),
+            fields: format!(
+                "\"event\":{},\"name\":{}",
+                json_string("spawn"),
+                json_string("a\"b")
+            ),
+        });
+        let value: serde_json::Value = serde_json::from_slice(&line).unwrap();
+        assert_eq!(value["event"], "spawn");
+        assert_eq!(value["name"], "a\"b");
+        assert_eq!(value["dir"], "proxy→server:x");
     }
 
     #[test]

@@ -136,6 +136,9 @@ where
         let relay = Arc::clone(&relay);
         tokio::spawn(async move {
             relay.pump(editor_in, max_line, Side::Editor).await;
+            if let Some(recorder) = &relay.options.recorder {
+                recorder.event(&Direction::EditorToProxy, "eof", &[]);
+            }
             // Tell the caller first: closing below waits for queue room, and
             // an agent that stopped reading must not delay the caller's grace period.
             editor_eof();

@@ -14,7 +14,7 @@ use super::watchers::FileWatchers;
 use crate::gate::{GateError, HostCall, HostReply, Progress, ServerEntry, ServerState};
 use crate::jsonrpc::object::RawObject;
 use crate::jsonrpc::{ErrorObject, Limits};
-use crate::record::Recorder;
+use crate::record::{Direction, Recorder};
 use crate::watch::FileChange;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
@@ -249,6 +249,16 @@ impl Server {
             Ok(spawned) => spawned,
             Err(e) => return Some(e.to_string()),
         };
+        if let Some(recorder) = &self.spec.recorder {
+            recorder.event(
+                &Direction::ProxyToServer(self.spec.server_id.clone()),
+                "spawn",
+                &[
+                    ("name", &config.name),
+                    ("root", &self.spec.root.to_string_lossy()),
+                ],
+            );
+        }
         let handler: Arc<dyn ServerMessages> = Arc::new(Handler {
             server: Arc::downgrade(self),
         });
@@ -305,6 +315,7 @@ impl Server {
                 .wait()
                 .await
                 .map_or_else(|e| e.to_string(), |s| s.to_string());
+            self.record_exit(&status);
             return Some(with_stderr(
                 format!("{failure} ({status})"),
                 &process.stderr_tail(),
@@ -327,6 +338,7 @@ impl Server {
         match ended {
             Some(status) => {
                 let status = status.map_or_else(|e| e.to_string(), |s| s.to_string());
+                self.record_exit(&status);
                 Some(with_stderr(
                     format!("exited ({status})"),
                     &process.stderr_tail(),
@@ -358,6 +370,22 @@ impl Server {
         connection.close_input();
         let ended = process.terminate(EXIT_GRACE).await;
         tracing::debug!(server = %self.spec.config.name, ?ended, "language server stopped");
+        self.record_exit(
+            &ended
+                .exit_status()
+                .map_or_else(|| "killed".to_string(), |s| s.to_string()),
+        );
+    }
+
+    /// `--record`: the process ended (the conformance stand-in replays this).
+    fn record_exit(&self, status: &str) {
+        if let Some(recorder) = &self.spec.recorder {
+            recorder.event(
+                &Direction::ServerToProxy(self.spec.server_id.clone()),
+                "exit",
+                &[("status", status)],
+            );
+        }
     }
 
     async fn reopen_documents(&self, connection: &Arc<Connection>) {

@@ -1,0 +1,838 @@
+//! Replays a recorded scenario against acp-lsp in lock step, with no real
+//! language server: the runner plays the editor and the agent, and stands in
+//! for each server by answering what the recorded server answered.
+//!
+//! Lines are taken in order. `…→proxy` lines are sent; a `proxy→…` line
+//! waits until acp-lsp has sent a message equal to it (after
+//! [`super::normalize`]); `spawn` waits for acp-lsp to start that server
+//! (a `conformance bridge` process that connects back here); `exit` ends it.
+
+use super::fixture::{copy_workspace, read_tree, Body, Dir, Line, Scenario, WorkspaceStep};
+use super::normalize::{compare, normalize_fields, server_placeholder, Bindings, ROOT};
+use super::report::{Failure, Outcome};
+use super::wire::{accept_bridge, Framing, Hello, Peer};
+use super::{ConformanceError, PROXY_EXIT_TIMEOUT};
+use crate::jsonrpc::object::RawObject;
+use crate::lsp::config::Config;
+use serde_json::value::RawValue;
+use serde_json::Value;
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+use tokio::net::UnixListener;
+use tokio::time::Instant;
+
+/// How to replay.
+#[derive(Debug, Clone)]
+pub struct ReplayOptions {
+    /// The `acp-lsp` executable: the proxy under test and the bridges.
+    pub acp_lsp: PathBuf,
+    /// How long one line may wait ([`super::STEP_TIMEOUT`]).
+    pub step_timeout: Duration,
+}
+
+/// Which connection a line is about.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Channel {
+    Editor,
+    Agent,
+    /// By recorded serverId.
+    Server(String),
+}
+
+fn expected_channel(dir: &Dir) -> Option<Channel> {
+    match dir {
+        Dir::ProxyToEditor => Some(Channel::Editor),
+        Dir::ProxyToAgent => Some(Channel::Agent),
+        Dir::ProxyToServer(id) => Some(Channel::Server(id.clone())),
+        _ => None,
+    }
+}
+
+/// A stand-in for one recorded server.
+struct Stand {
+    peer: Option<Peer>,
+    pid: Option<u32>,
+    /// Recorded request id (JSON text) → live id (JSON text), for acp-lsp's
+    /// requests to this server.
+    ids: Vec<(String, String)>,
+}
+
+struct Replay<'s> {
+    scenario: &'s Scenario,
+    timeout: Duration,
+    bindings: Bindings,
+    root: PathBuf,
+    editor: Peer,
+    editor_open: bool,
+    agent: Option<Peer>,
+    agent_listener: UnixListener,
+    listeners: HashMap<String, UnixListener>,
+    /// Accepted bridges not yet claimed by a `spawn` line, per server name.
+    pool: HashMap<String, Vec<(Hello, Peer)>>,
+    stands: HashMap<String, Stand>,
+    /// Peers of server processes that ended (checked for leftovers).
+    retired: Vec<(String, Peer)>,
+    /// What the editor confirmed writing (path → text): its buffers.
+    buffers: BTreeMap<PathBuf, String>,
+    checked: usize,
+}
+
+/// Replays one scenario. `Err` only when it cannot be set up.
+pub async fn replay(
+    scenario: &Scenario,
+    options: &ReplayOptions,
+) -> Result<Outcome, ConformanceError> {
+    let started = std::time::Instant::now();
+    let temp = tempfile::tempdir().map_err(ConformanceError::io("creating a temp dir"))?;
+    let base = temp
+        .path()
+        .canonicalize()
+        .map_err(ConformanceError::io("resolving the temp dir"))?;
+    let root = base.join("ws");
+    let root_text = root.to_string_lossy().into_owned();
+    copy_workspace(&scenario.workspace(), &root, &root_text)
+        .map_err(ConformanceError::io("copying the workspace"))?;
+    let sockets = base.join("sock");
+    std::fs::create_dir_all(&sockets).map_err(ConformanceError::io("creating the socket dir"))?;
+
+    let mut bindings = Bindings::new(&root_text);
+    let mut names: Vec<String> = Vec::new();
+    for line in &scenario.lines {
+        if let (Dir::ProxyToServer(recorded_id), Body::Spawn { name, root }) =
+            (&line.dir, &line.body)
+        {
+            let live_root = PathBuf::from(bindings.to_live(root));
+            bindings.servers.insert(
+                recorded_id.clone(),
+                crate::lsp::registry::server_id(name, &live_root),
+            );
+            if !names.contains(name) {
+                names.push(name.clone());
+            }
+        }
+    }
+
+    let bad = |what: String| ConformanceError::Fixture {
+        scenario: scenario.name.clone(),
+        what,
+    };
+    let config_path = base.join("acp-lsp.toml");
+    let config = replay_config(&scenario.meta.config, &names, &options.acp_lsp, &sockets)
+        .map_err(|e| bad(format!("scenario.toml config: {e}")))?;
+    std::fs::write(&config_path, config).map_err(ConformanceError::io("writing the config"))?;
+
+    let agent_socket = sockets.join("agent.sock");
+    let agent_listener = UnixListener::bind(&agent_socket)
+        .map_err(ConformanceError::io("binding the agent socket"))?;
+    let mut listeners = HashMap::new();
+    for name in &names {
+        let listener = UnixListener::bind(sockets.join(format!("{name}.sock")))
+            .map_err(ConformanceError::io("binding a server socket"))?;
+        listeners.insert(name.clone(), listener);
+    }
+
+    let log = std::fs::File::create(base.join("proxy.log"))
+        .map_err(ConformanceError::io("creating the log"))?;
+    let mut child = tokio::process::Command::new(&options.acp_lsp)
+        .arg("proxy")
+        .arg("--config")
+        .arg(&config_path)
+        .arg("--log-level")
+        .arg("debug")
+        .arg("--")
+        .arg(&options.acp_lsp)
+        .arg("conformance")
+        .arg("bridge")
+        .arg(&agent_socket)
+        .current_dir(&root)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::from(log))
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(ConformanceError::io("starting acp-lsp proxy"))?;
+    let stdin = child
+        .stdin
+        .take()
+        .ok_or_else(|| bad("BUG: stdin is piped".into()))?;
+    let stdout = child
+        .stdout
+        .take()
+        .ok_or_else(|| bad("BUG: stdout is piped".into()))?;
+
+    let mut run = Replay {
+        scenario,
+        timeout: options.step_timeout,
+        bindings,
+        root: root.clone(),
+        editor: Peer::start(stdout, stdin, Framing::Lines, false),
+        editor_open: true,
+        agent: None,
+        agent_listener,
+        listeners,
+        pool: HashMap::new(),
+        stands: HashMap::new(),
+        retired: Vec::new(),
+        buffers: BTreeMap::new(),
+        checked: 0,
+    };
+    let mut failure = run.play().await.err();
+    if failure.is_none() {
+        failure = run.finish(&mut child).await.err();
+    }
+    if failure.is_some() {
+        let _ = child.start_kill();
+        if let Some(f) = failure.as_mut() {
+            let log = std::fs::read_to_string(base.join("proxy.log")).unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(15).collect();
+            if !tail.is_empty() && std::env::var_os("ACP_LSP_CONFORMANCE_LOG").is_some() {
+                f.message.push_str("\nproxy log (last lines):\n");
+                for l in tail.iter().rev() {
+                    f.message.push_str(l);
+                    f.message.push('\n');
+                }
+            }
+        }
+    }
+    Ok(Outcome {
+        scenario: scenario.name.clone(),
+        passed: failure.is_none(),
+        checked: run.checked,
+        failure,
+        millis: started.elapsed().as_millis(),
+    })
+}
+
+/// The acp-lsp configuration of a replay: the scenario's own, every server of
+/// the recording replaced by a bridge to its stand-in, every other disabled.
+pub fn replay_config(
+    scenario_config: &str,
+    names: &[String],
+    acp_lsp: &Path,
+    sockets: &Path,
+) -> Result<String, String> {
+    let mut doc: toml_edit::DocumentMut = scenario_config.parse().map_err(|e| format!("{e}"))?;
+    if doc.get("servers").is_none() {
+        let mut table = toml_edit::Table::new();
+        table.set_implicit(true);
+        doc.insert("servers", toml_edit::Item::Table(table));
+    }
+    let servers = doc["servers"]
+        .as_table_mut()
+        .ok_or_else(|| "`servers` must be a table".to_string())?;
+    for builtin in Config::builtin().servers {
+        let entry = servers
+            .entry(&builtin.name)
+            .or_insert(toml_edit::Item::Table(toml_edit::Table::new()));
+        let table = entry
+            .as_table_mut()
+            .ok_or_else(|| format!("servers.{} must be a table", builtin.name))?;
+        if names.contains(&builtin.name) {
+            table.insert(
+                "command",
+                toml_edit::value(acp_lsp.to_string_lossy().as_ref()),
+            );
+            let mut args = toml_edit::Array::new();
+            args.push("conformance");
+            args.push("bridge");
+            args.push(
+                sockets
+                    .join(format!("{}.sock", builtin.name))
+                    .to_string_lossy()
+                    .as_ref(),
+            );
+            table.insert("args", toml_edit::value(args));
+        } else {
+            table.insert("enabled", toml_edit::value(false));
+        }
+    }
+    Ok(doc.to_string())
+}
+
+/// What a successful comparison learnt.
+struct Matched {
+    learnt: Bindings,
+    /// (recorded id, live id) of a request toward a server.
+    request_ids: Option<(String, String)>,
+}
+
+/// A failed comparison: where, and both sides normalised.
+struct Mismatch {
+    reason: String,
+    recorded: Value,
+    live: Value,
+}
+
+impl Replay<'_> {
+    async fn play(&mut self) -> Result<(), Failure> {
+        let lines = &self.scenario.lines;
+        for (index, line) in lines.iter().enumerate() {
+            self.step(index, line).await?;
+            self.checked += 1;
+        }
+        Ok(())
+    }
+
+    fn deadline(&self) -> Instant {
+        Instant::now() + self.timeout
+    }
+
+    async fn step(&mut self, index: usize, line: &Line) -> Result<(), Failure> {
+        let fail = |message: String| Failure::new(Some(line.number), message);
+        match (&line.dir, &line.body) {
+            (Dir::EditorToProxy, Body::Eof) => {
+                self.editor.close().await;
+                self.editor_open = false;
+            }
+            (Dir::EditorToProxy, body) => {
+                let text = self.outgoing_text(body).map_err(fail)?;
+                self.editor
+                    .send(&text)
+                    .await
+                    .map_err(|e| fail(format!("cannot write to acp-lsp: {e}")))?;
+            }
+            (Dir::AgentToProxy, body) => {
+                let text = self.outgoing_text(body).map_err(fail)?;
+                let agent = self.agent().await.map_err(fail)?;
+                agent
+                    .send(&text)
+                    .await
+                    .map_err(|e| fail(format!("cannot write to acp-lsp as the agent: {e}")))?;
+            }
+            (Dir::ProxyToServer(id), Body::Spawn { name, root }) => {
+                self.claim_server(id, name, root).await.map_err(fail)?;
+            }
+            (Dir::ServerToProxy(id), Body::Exit { status }) => {
+                let Some(stand) = self.stands.get_mut(id) else {
+                    return Err(fail(format!("exit of server {id}, which never started")));
+                };
+                if status.contains("signal") {
+                    kill_bridge(stand);
+                }
+                if let Some(mut peer) = stand.peer.take() {
+                    peer.close().await;
+                    // The process is gone once its socket closes.
+                    let deadline = Instant::now() + self.timeout;
+                    while peer.inbox.more(deadline).await {}
+                    if !peer.inbox.closed {
+                        return Err(fail(format!("the stand-in for {id} did not end")));
+                    }
+                    self.retired.push((id.clone(), peer));
+                }
+            }
+            (Dir::ServerToProxy(id), Body::Message(raw)) => {
+                let text = self.server_reply(id, raw).map_err(fail)?;
+                let stand = self.stands.get(id).and_then(|s| s.peer.as_ref());
+                let Some(peer) = stand else {
+                    return Err(fail(format!("server {id} is not running")));
+                };
+                peer.send(&text)
+                    .await
+                    .map_err(|e| fail(format!("cannot write to acp-lsp as server {id}: {e}")))?;
+            }
+            (Dir::Workspace, Body::Step(step)) => self.workspace(step).map_err(fail)?,
+            (dir, _) => {
+                if let Some(channel) = expected_channel(dir) {
+                    self.expect(index, line, &channel).await?;
+                } else {
+                    return Err(fail(format!("cannot replay a {} line here", dir.label())));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn outgoing_text(&self, body: &Body) -> Result<String, String> {
+        match body {
+            Body::Message(raw) => Ok(self.bindings.to_live(raw.get())),
+            Body::Text(text) => Ok(self.bindings.to_live(text)),
+            Body::Fragment(_) => Err("fragments (lines over 8 MiB) are not replayed".into()),
+            _ => Err("not a message".into()),
+        }
+    }
+
+    async fn agent(&mut self) -> Result<&Peer, String> {
+        if self.agent.is_none() {
+            let (_, peer) =
+                accept_bridge(&self.agent_listener, Framing::Lines, true, self.deadline())
+                    .await
+                    .map_err(|e| format!("acp-lsp did not start the agent: {e}"))?;
+            self.agent = Some(peer);
+        }
+        self.agent
+            .as_ref()
+            .ok_or_else(|| "BUG: agent just set".to_string())
+    }
+
+    async fn claim_server(&mut self, id: &str, name: &str, root: &str) -> Result<(), String> {
+        let cwd = self.bindings.to_live(root);
+        let deadline = self.deadline();
+        loop {
+            let pool = self.pool.entry(name.to_string()).or_default();
+            if let Some(at) = pool.iter().position(|(hello, _)| hello.cwd == cwd) {
+                let (hello, peer) = pool.remove(at);
+                let stand = self.stands.entry(id.to_string()).or_insert(Stand {
+                    peer: None,
+                    pid: None,
+                    ids: Vec::new(),
+                });
+                if let Some(old) = stand.peer.take() {
+                    self.retired.push((id.to_string(), old));
+                }
+                stand.peer = Some(peer);
+                stand.pid = Some(hello.pid);
+                stand.ids.clear();
+                return Ok(());
+            }
+            let Some(listener) = self.listeners.get(name) else {
+                return Err(format!("no stand-in socket for server {name}"));
+            };
+            let accepted = accept_bridge(listener, Framing::ContentLength, false, deadline)
+                .await
+                .map_err(|e| format!("acp-lsp did not start server {name} in {cwd}: {e}"))?;
+            self.pool
+                .entry(name.to_string())
+                .or_default()
+                .push(accepted);
+        }
+    }
+
+    /// The recorded server message with acp-lsp's request id in place of the recorded one.
+    fn server_reply(&self, id: &str, raw: &RawValue) -> Result<String, String> {
+        let text = self.bindings.to_live(raw.get());
+        let Ok(live) = serde_json::from_str::<&RawValue>(&text) else {
+            return Ok(text);
+        };
+        let Ok(mut object) = RawObject::parse(live) else {
+            return Ok(text);
+        };
+        if object.get_raw("method").is_some() {
+            return Ok(text);
+        }
+        let Some(recorded_id) = object.get_raw("id").map(|r| r.get().to_string()) else {
+            return Ok(text);
+        };
+        let ids = self.stands.get(id).map(|s| s.ids.as_slice()).unwrap_or(&[]);
+        let Some((_, live_id)) = ids.iter().find(|(r, _)| *r == recorded_id) else {
+            return Err(format!(
+                "the recording answers request {recorded_id} of server {id}, which acp-lsp never sent"
+            ));
+        };
+        object.set("id", live_id.clone());
+        Ok(object.to_json())
+    }
+
+    fn workspace(&mut self, step: &WorkspaceStep) -> Result<(), String> {
+        match step {
+            WorkspaceStep::Write { path, text } => {
+                let path = self.root.join(path);
+                if let Some(parent) = path.parent() {
+                    std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
+                }
+                std::fs::write(&path, self.bindings.to_live(text)).map_err(|e| e.to_string())
+            }
+            WorkspaceStep::Remove(path) => {
+                std::fs::remove_file(self.root.join(path)).map_err(|e| e.to_string())
+            }
+            WorkspaceStep::Kill(id) => {
+                if let Some(stand) = self.stands.get_mut(id) {
+                    kill_bridge(stand);
+                }
+                Ok(())
+            }
+            WorkspaceStep::Sleep(_) => Ok(()),
+        }
+    }
+
+    fn inbox_of(&mut self, channel: &Channel) -> Option<&mut super::wire::Inbox> {
+        match channel {
+            Channel::Editor => Some(&mut self.editor.inbox),
+            Channel::Agent => self.agent.as_mut().map(|p| &mut p.inbox),
+            Channel::Server(id) => self
+                .stands
+                .get_mut(id)
+                .and_then(|s| s.peer.as_mut())
+                .map(|p| &mut p.inbox),
+        }
+    }
+
+    /// The lines from `index` on that wait for a message on `channel`.
+    fn remaining(&self, index: usize, channel: &Channel) -> Vec<&'_ Line> {
+        self.scenario.lines[index..]
+            .iter()
+            .filter(|l| expected_channel(&l.dir).as_ref() == Some(channel))
+            .filter(|l| matches!(l.body, Body::Message(_) | Body::Text(_)))
+            .collect()
+    }
+
+    async fn expect(
+        &mut self,
+        index: usize,
+        line: &Line,
+        channel: &Channel,
+    ) -> Result<(), Failure> {
+        if *channel == Channel::Agent && self.agent.is_none() {
+            self.agent()
+                .await
+                .map_err(|e| Failure::new(Some(line.number), e))?;
+        }
+        let deadline = self.deadline();
+        loop {
+            if let Some(done) = self.try_match(index, line, channel)? {
+                return done;
+            }
+            let Some(inbox) = self.inbox_of(channel) else {
+                return Err(Failure::new(
+                    Some(line.number),
+                    format!(
+                        "expected a message on {}, which is not connected",
+                        line.dir.label()
+                    ),
+                ));
+            };
+            if !inbox.more(deadline).await {
+                return Err(self.timed_out(line, channel));
+            }
+        }
+    }
+
+    /// `Some(Ok)` when a received message matched `line`; `Some(Err)` when one
+    /// matches no line still expected on the channel; `None` to wait for more.
+    #[allow(clippy::type_complexity)]
+    fn try_match(
+        &mut self,
+        index: usize,
+        line: &Line,
+        channel: &Channel,
+    ) -> Result<Option<Result<(), Failure>>, Failure> {
+        let Some(inbox) = self.inbox_of(channel) else {
+            return Ok(None);
+        };
+        inbox.drain();
+        let candidates: Vec<(usize, String)> = inbox
+            .unconsumed()
+            .map(|(i, r)| (i, r.text.clone()))
+            .collect();
+        for (at, text) in &candidates {
+            if let Ok(matched) = self.compare_line(line, text, channel) {
+                self.accept(channel, *at, line, matched);
+                return Ok(Some(Ok(())));
+            }
+        }
+        let remaining = self.remaining(index, channel);
+        for (_, text) in &candidates {
+            let wanted = remaining
+                .iter()
+                .any(|l| self.compare_line(l, text, channel).is_ok());
+            if !wanted {
+                let mismatch = self.compare_line(line, text, channel).err();
+                let mut failure = Failure::new(
+                    Some(line.number),
+                    format!(
+                        "acp-lsp sent on {} a message no remaining line of the recording has{}",
+                        channel_label(channel),
+                        mismatch
+                            .as_ref()
+                            .map(|m| format!(" (against this line: {})", m.reason))
+                            .unwrap_or_default()
+                    ),
+                );
+                if let Some(m) = mismatch {
+                    failure = failure.with_diff(&m.recorded, &m.live);
+                }
+                return Err(failure);
+            }
+        }
+        Ok(None)
+    }
+
+    fn accept(&mut self, channel: &Channel, at: usize, line: &Line, matched: Matched) {
+        for (placeholder, live) in matched.learnt.servers {
+            self.bindings.servers.entry(placeholder).or_insert(live);
+        }
+        let text = match self.inbox_of(channel) {
+            Some(inbox) => {
+                inbox.received[at].consumed = true;
+                inbox.received[at].text.clone()
+            }
+            None => return,
+        };
+        if let (Channel::Server(id), Some(ids)) = (channel, matched.request_ids) {
+            if let Some(stand) = self.stands.get_mut(id) {
+                stand.ids.push(ids);
+            }
+        }
+        if *channel == Channel::Editor {
+            self.note_write(&text);
+        }
+        let _ = line;
+    }
+
+    /// The editor's buffers: what `fs/write_text_file` asked it to write.
+    fn note_write(&mut self, text: &str) {
+        let Ok(value) = serde_json::from_str::<Value>(text) else {
+            return;
+        };
+        if value.get("method").and_then(Value::as_str) != Some("fs/write_text_file") {
+            return;
+        }
+        let params = &value["params"];
+        if let (Some(path), Some(content)) = (params["path"].as_str(), params["content"].as_str()) {
+            self.buffers
+                .insert(PathBuf::from(path), content.to_string());
+        }
+    }
+
+    fn timed_out(&mut self, line: &Line, channel: &Channel) -> Failure {
+        let seconds = self.timeout.as_secs();
+        let first_left = self
+            .inbox_of(channel)
+            .and_then(|inbox| inbox.unconsumed().next().map(|(_, r)| r.text.clone()));
+        let mut failure = Failure::new(
+            Some(line.number),
+            format!(
+                "acp-lsp sent nothing equal to this {} line within {seconds} s",
+                line.dir.label()
+            ),
+        );
+        if let Some(text) = first_left {
+            if let Err(m) = self.compare_line(line, &text, channel) {
+                failure.message.push_str(&format!(
+                    "; the first unmatched message it sent differs at {}",
+                    m.reason
+                ));
+                failure = failure.with_diff(&m.recorded, &m.live);
+            }
+        } else if let Body::Message(raw) = &line.body {
+            let recorded: Value = serde_json::from_str(raw.get()).unwrap_or(Value::Null);
+            failure = failure.with_diff(&recorded, &Value::Null);
+        }
+        failure
+    }
+
+    fn compare_line(
+        &self,
+        line: &Line,
+        live_text: &str,
+        channel: &Channel,
+    ) -> Result<Matched, Box<Mismatch>> {
+        let toward_server = matches!(channel, Channel::Server(_));
+        let live_recorded = self.bindings.to_recorded(live_text);
+        let (recorded_text, is_text) = match &line.body {
+            Body::Message(raw) => (raw.get(), false),
+            Body::Text(text) => (text.as_str(), true),
+            _ => {
+                return Err(Box::new(Mismatch {
+                    reason: "not a message line".into(),
+                    recorded: Value::Null,
+                    live: Value::Null,
+                }))
+            }
+        };
+        if is_text {
+            return if live_recorded == recorded_text {
+                Ok(Matched {
+                    learnt: Bindings::default(),
+                    request_ids: None,
+                })
+            } else {
+                Err(Box::new(Mismatch {
+                    reason: "text differs".into(),
+                    recorded: Value::String(recorded_text.to_string()),
+                    live: Value::String(live_recorded),
+                }))
+            };
+        }
+        let mut recorded: Value = serde_json::from_str(recorded_text).unwrap_or(Value::Null);
+        let mut live: Value = match serde_json::from_str(&live_recorded) {
+            Ok(v) => v,
+            Err(_) => {
+                return Err(Box::new(Mismatch {
+                    reason: "acp-lsp sent bytes that are not JSON".into(),
+                    recorded,
+                    live: Value::String(live_recorded),
+                }))
+            }
+        };
+        let mut request_ids = None;
+        if toward_server {
+            let is_request = |v: &Value| v.get("method").is_some() && v.get("id").is_some();
+            if is_request(&recorded) && is_request(&live) {
+                let ids = (recorded["id"].to_string(), live["id"].to_string());
+                if let (Some(a), Some(b)) = (recorded.as_object_mut(), live.as_object_mut()) {
+                    a.remove("id");
+                    b.remove("id");
+                }
+                request_ids = Some(ids);
+            }
+            if live.get("method").and_then(Value::as_str) == Some("$/cancelRequest") {
+                if let Channel::Server(id) = channel {
+                    let ids = self.stands.get(id).map(|s| s.ids.as_slice()).unwrap_or(&[]);
+                    let live_id = live["params"]["id"].to_string();
+                    if let Some((recorded_id, _)) = ids.iter().find(|(_, l)| *l == live_id) {
+                        if let Ok(v) = serde_json::from_str(recorded_id) {
+                            live["params"]["id"] = v;
+                        }
+                    }
+                }
+            }
+        }
+        let changed = normalize_fields(&mut recorded, toward_server)
+            | normalize_fields(&mut live, toward_server);
+        let mut learnt = self.bindings.clone();
+        if let Err(path) = compare(&recorded, &live, &mut learnt) {
+            return Err(Box::new(Mismatch {
+                reason: format!("differs at {path}"),
+                recorded,
+                live,
+            }));
+        }
+        // Toward the editor and the agent, what acp-lsp passes through must
+        // be byte for byte what it received.
+        if !toward_server && !changed && live_recorded != recorded_text {
+            return Err(Box::new(Mismatch {
+                reason: "same JSON but different bytes".into(),
+                recorded: Value::String(recorded_text.to_string()),
+                live: Value::String(live_recorded),
+            }));
+        }
+        learnt
+            .servers
+            .retain(|k, _| !self.bindings.servers.contains_key(k));
+        Ok(Matched {
+            learnt,
+            request_ids,
+        })
+    }
+
+    /// The editor closes; acp-lsp must exit having sent nothing more, and the
+    /// workspace (with the editor's buffers saved) must equal `expect/`.
+    async fn finish(&mut self, child: &mut tokio::process::Child) -> Result<(), Failure> {
+        if self.editor_open {
+            self.editor.close().await;
+            self.editor_open = false;
+        }
+        match tokio::time::timeout(PROXY_EXIT_TIMEOUT, child.wait()).await {
+            Ok(_) => {}
+            Err(_) => {
+                return Err(Failure::new(
+                    None,
+                    format!(
+                        "acp-lsp did not exit within {} s of the editor closing its input",
+                        PROXY_EXIT_TIMEOUT.as_secs()
+                    ),
+                ))
+            }
+        }
+        // Let the readers see the last bytes acp-lsp wrote before exiting.
+        let settle = Instant::now() + Duration::from_millis(200);
+        let mut leftovers = Vec::new();
+        let mut inboxes: Vec<(String, &mut super::wire::Inbox)> = Vec::new();
+        inboxes.push(("the editor".into(), &mut self.editor.inbox));
+        if let Some(agent) = self.agent.as_mut() {
+            inboxes.push(("the agent".into(), &mut agent.inbox));
+        }
+        for (id, stand) in self.stands.iter_mut() {
+            if let Some(peer) = stand.peer.as_mut() {
+                inboxes.push((format!("server {id}"), &mut peer.inbox));
+            }
+        }
+        for (id, peer) in self.retired.iter_mut() {
+            inboxes.push((format!("server {id}"), &mut peer.inbox));
+        }
+        for (who, inbox) in inboxes {
+            while inbox.more(settle).await {}
+            inbox.drain();
+            if let Some((_, r)) = inbox.unconsumed().next() {
+                leftovers.push((who, self.bindings.to_recorded(&r.text)));
+            }
+        }
+        if let Some((who, text)) = leftovers.into_iter().next() {
+            let live: Value = serde_json::from_str(&text).unwrap_or(Value::String(text));
+            return Err(Failure::new(
+                None,
+                format!("acp-lsp sent {who} a message the recording does not have"),
+            )
+            .with_diff(&Value::Null, &live));
+        }
+        self.check_expect()
+    }
+
+    fn check_expect(&self) -> Result<(), Failure> {
+        let expect = self.scenario.expect();
+        if !expect.is_dir() {
+            return Ok(());
+        }
+        for (path, text) in &self.buffers {
+            if path.starts_with(&self.root) {
+                std::fs::write(path, text)
+                    .map_err(|e| Failure::new(None, format!("saving {}: {e}", path.display())))?;
+            }
+        }
+        let root_text = self.root.to_string_lossy();
+        let actual = read_tree(&self.root).map_err(|e| Failure::new(None, e.to_string()))?;
+        let wanted = read_tree(&expect).map_err(|e| Failure::new(None, e.to_string()))?;
+        let wanted: BTreeMap<String, Vec<u8>> = wanted
+            .into_iter()
+            .map(|(k, v)| match String::from_utf8(v) {
+                Ok(text) => (k, text.replace(ROOT, &root_text).into_bytes()),
+                Err(e) => (k, e.into_bytes()),
+            })
+            .collect();
+        for (path, bytes) in &wanted {
+            match actual.get(path) {
+                None => {
+                    return Err(Failure::new(
+                        None,
+                        format!("expect/{path} is missing from the workspace"),
+                    ))
+                }
+                Some(have) if have != bytes => {
+                    let a = Value::String(String::from_utf8_lossy(bytes).into_owned());
+                    let b = Value::String(String::from_utf8_lossy(have).into_owned());
+                    return Err(
+                        Failure::new(None, format!("{path} differs from expect/{path}"))
+                            .with_diff(&a, &b),
+                    );
+                }
+                Some(_) => {}
+            }
+        }
+        if let Some(extra) = actual.keys().find(|k| !wanted.contains_key(*k)) {
+            return Err(Failure::new(
+                None,
+                format!("{extra} is in the workspace but not in expect/"),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// SIGKILL, as the recording's editor did to the real server.
+fn kill_bridge(stand: &mut Stand) {
+    if let Some(pid) = stand.pid.take() {
+        // SAFETY: plain kill(2) of the bridge process this replay accepted.
+        unsafe {
+            libc::kill(pid as libc::pid_t, libc::SIGKILL);
+        }
+    }
+}
+
+fn channel_label(channel: &Channel) -> String {
+    match channel {
+        Channel::Editor => "proxy→editor".into(),
+        Channel::Agent => "proxy→agent".into(),
+        Channel::Server(id) => format!("proxy→server:{id}"),
+    }
+}
+
+/// The placeholder form of a spawn's root for a live root (used when recording).
+pub fn placeholder_for(name: &str, server_root: &Path, workspace_root: &Path) -> String {
+    let sub = server_root
+        .strip_prefix(workspace_root)
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    server_placeholder(name, &sub)
+}
