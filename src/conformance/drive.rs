@@ -78,6 +78,9 @@ struct Live {
     /// Requests that reached a side: (side, id).
     arrived: Vec<(Side, String)>,
     marks: HashSet<u64>,
+    /// Ids of the requests the editor answered by itself (fs/*): a
+    /// recording's copy of that answer is not sent again.
+    auto_answered: HashSet<String>,
     session: Session,
     last_session_id: Option<String>,
     extra_ids: u64,
@@ -153,6 +156,7 @@ pub async fn drive(
         pending: Vec::new(),
         arrived: Vec::new(),
         marks: HashSet::new(),
+        auto_answered: HashSet::new(),
         session: Session {
             agent_requests: Vec::new(),
             agent_answers: Vec::new(),
@@ -262,6 +266,9 @@ impl Live {
                 if !self.pump(deadline).await && Instant::now() >= deadline {
                     return Err(format!("the request {id} this line answers never arrived"));
                 }
+            }
+            if side == Side::Editor && self.auto_answered.contains(&id) {
+                return Ok(());
             }
             if side == Side::Agent {
                 if let Some(session) = messages[0]["result"]["sessionId"].as_str() {
@@ -437,6 +444,13 @@ impl Live {
         let Ok(value) = serde_json::from_str::<Value>(text) else {
             return;
         };
+        if let Value::Array(items) = value {
+            // A v2 batch: each member on its own.
+            for item in items {
+                Box::pin(self.handle(side, &item.to_string())).await;
+            }
+            return;
+        }
         let method = value.get("method").and_then(Value::as_str);
         let id = id_text(&value);
         match (method, id) {
@@ -476,6 +490,9 @@ impl Live {
         let Some(id) = object.get_raw("id").map(|r| r.get().to_string()) else {
             return;
         };
+        if let Some(key) = id_text(value) {
+            self.auto_answered.insert(key);
+        }
         let params = &value["params"];
         let reply = match method {
             "fs/write_text_file" => {

@@ -43,6 +43,11 @@ pub enum GateError {
     ForeignServer(String),
     #[error("{method} is not forwarded: {}", refusal_text(*refusal))]
     Refused { method: String, refusal: Refusal },
+    #[error(
+        "workspace/executeCommand {command} is not forwarded: {}",
+        refusal_text(Refusal::CommandNotAllowed)
+    )]
+    CommandNotAllowed { command: String },
     #[error("{0}")]
     Confined(#[from] ConfineError),
     #[error("server {server_id:?} is {state}")]
@@ -94,7 +99,7 @@ impl GateError {
             | GateError::Confined(_)
             | GateError::ServerNotReady { .. }
             | GateError::ReadyTimeout { .. } => INVALID_PARAMS,
-            GateError::Refused { .. } => METHOD_NOT_FOUND,
+            GateError::Refused { .. } | GateError::CommandNotAllowed { .. } => METHOD_NOT_FOUND,
             GateError::ServerError { lsp_error } => {
                 let code = server_error_code(lsp_error);
                 match code {
@@ -122,6 +127,7 @@ impl GateError {
             GateError::UnknownServer(_) => "unknown_server",
             GateError::ForeignServer(_) => "foreign_server",
             GateError::Refused { refusal, .. } => refusal.reason(),
+            GateError::CommandNotAllowed { .. } => Refusal::CommandNotAllowed.reason(),
             GateError::Confined(e) => e.reason(),
             GateError::ServerNotReady { state, .. } => match state.as_str() {
                 "restarting" => "server_restarting",
@@ -165,6 +171,10 @@ impl GateError {
         match self {
             GateError::Refused { method, .. } => {
                 extra.insert("method".into(), json!(method));
+            }
+            GateError::CommandNotAllowed { command } => {
+                extra.insert("method".into(), json!("workspace/executeCommand"));
+                extra.insert("command".into(), json!(command));
             }
             GateError::Confined(e) => {
                 extra.insert("uri".into(), json!(e.uri()));
@@ -248,6 +258,19 @@ mod tests {
         let obj = not_initialized.to_error_object(None);
         assert_eq!(obj.code, INTERNAL_ERROR);
         assert_eq!(obj.data.unwrap()["lspError"]["code"], -32002);
+    }
+
+    #[test]
+    fn a_refused_command_names_the_method_and_the_command_apart() {
+        let e = GateError::CommandNotAllowed {
+            command: "pyright.organizeimports".into(),
+        };
+        let obj = e.to_error_object(None);
+        assert_eq!(obj.code, -32601);
+        let data = obj.data.unwrap();
+        assert_eq!(data["reason"], "command_not_allowed");
+        assert_eq!(data["method"], "workspace/executeCommand");
+        assert_eq!(data["command"], "pyright.organizeimports");
     }
 
     #[test]

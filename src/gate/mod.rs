@@ -545,9 +545,8 @@ fn check_command(params: &serde_json::Value, route: &Route) -> Result<(), GateEr
     if route.execute_commands.iter().any(|c| c == command) {
         Ok(())
     } else {
-        Err(GateError::Refused {
-            method: format!("workspace/executeCommand {command}"),
-            refusal: Refusal::CommandNotAllowed,
+        Err(GateError::CommandNotAllowed {
+            command: command.to_string(),
         })
     }
 }

@@ -183,6 +183,45 @@ impl DocumentTable {
         }]
     }
 
+    /// A confirmed write to a document the server does not have open: open
+    /// it with the written text. `stamp` and `disk_hash` describe the disk
+    /// now, so the disk's older text does not replace the write until the
+    /// disk changes.
+    pub fn written_unopened(
+        &mut self,
+        uri: &str,
+        path: PathBuf,
+        language_id: &str,
+        text: String,
+        stamp: Stamp,
+        disk_hash: u64,
+    ) -> Vec<DocumentNotification> {
+        if self.docs.contains_key(uri) {
+            return self.written(uri, text);
+        }
+        self.clock += 1;
+        let mut out = self.evict_for_one();
+        self.docs.insert(
+            uri.to_string(),
+            Document {
+                path,
+                language_id: language_id.to_string(),
+                version: 1,
+                hash: content_hash(&text),
+                stamp: Some(stamp),
+                disk_hash,
+                last_used: self.clock,
+            },
+        );
+        out.push(DocumentNotification::Open {
+            uri: uri.to_string(),
+            language_id: language_id.to_string(),
+            version: 1,
+            text,
+        });
+        out
+    }
+
     /// The file is gone from disk.
     pub fn deleted(&mut self, uri: &str) -> Vec<DocumentNotification> {
         match self.docs.remove(uri) {
@@ -274,6 +313,52 @@ const AMBIGUOUS_WINDOW: std::time::Duration = std::time::Duration::from_secs(2);
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_write_to_an_unopened_document_opens_it_and_outlives_the_older_disk() {
+        let mut table = DocumentTable::new(10);
+        let stamp = Stamp {
+            size: 4,
+            modified: None,
+        };
+        let notes = table.written_unopened(
+            "file:///a.rs",
+            PathBuf::from("/a.rs"),
+            "rust",
+            "new\n".into(),
+            stamp,
+            content_hash("old\n"),
+        );
+        assert!(
+            matches!(&notes[..], [DocumentNotification::Open { text, version: 1, .. }] if text == "new\n")
+        );
+        // The disk still has the old text: nothing is sent.
+        assert!(table
+            .sync(
+                "file:///a.rs",
+                PathBuf::from("/a.rs"),
+                "rust",
+                "old\n".into(),
+                Some(stamp)
+            )
+            .is_empty());
+        // Once the disk changes, its text wins.
+        let saved = Stamp {
+            size: 6,
+            modified: None,
+        };
+        let notes = table.sync(
+            "file:///a.rs",
+            PathBuf::from("/a.rs"),
+            "rust",
+            "saved\n".into(),
+            Some(saved),
+        );
+        assert!(matches!(
+            &notes[..],
+            [DocumentNotification::Change { version: 2, .. }]
+        ));
+    }
     use std::time::Duration;
 
     fn stamp(size: u64, secs: u64) -> Stamp {

@@ -5,8 +5,8 @@
 use super::config::ServerConfig;
 use super::connection::{Connection, PendingRequest, Reply, ServerMessages};
 use super::documents::{
-    DocumentNotification, DocumentState, DocumentTable, Stamp, DEFAULT_MAX_OPEN_DOCUMENTS,
-    MAX_DOCUMENT_BYTES,
+    content_hash, DocumentNotification, DocumentState, DocumentTable, Stamp,
+    DEFAULT_MAX_OPEN_DOCUMENTS, MAX_DOCUMENT_BYTES,
 };
 use super::handshake;
 use super::process::{ServerProcess, SpawnSpec, EXIT_GRACE};
@@ -737,12 +737,47 @@ impl Server {
         let Ok(uri) = url::Url::from_file_path(path) else {
             return;
         };
-        let connection = self.live().connection.clone();
-        if let Some(connection) = connection {
-            let mut docs = self.docs();
-            let notes = docs.written(uri.as_str(), text.to_string());
-            self.send_all(&connection, notes);
-        }
+        let Some(connection) = self.live().connection.clone() else {
+            return;
+        };
+        let config = &self.spec.config;
+        let handled = path
+            .extension()
+            .and_then(|e| e.to_str())
+            .is_some_and(|ext| config.handles_extension(ext));
+        let mut docs = self.docs();
+        let notes = if docs.is_open(uri.as_str()) {
+            docs.written(uri.as_str(), text.to_string())
+        } else if handled && path.starts_with(&self.spec.root) {
+            // Not open yet: the next request would open it from the disk,
+            // which may not have the write. Open it with the written text,
+            // noting the disk as it is now. Small synchronous reads: the
+            // agent's next request must see the write (LspHost::text_written).
+            let Ok(metadata) = std::fs::metadata(path) else {
+                return;
+            };
+            if !metadata.is_file() || metadata.len() > MAX_DOCUMENT_BYTES {
+                return;
+            }
+            let Ok(disk) = std::fs::read_to_string(path) else {
+                return;
+            };
+            let stamp = Stamp {
+                size: metadata.len(),
+                modified: metadata.modified().ok(),
+            };
+            docs.written_unopened(
+                uri.as_str(),
+                path.to_path_buf(),
+                config.language_id_for(path),
+                text.to_string(),
+                stamp,
+                content_hash(&disk),
+            )
+        } else {
+            Vec::new()
+        };
+        self.send_all(&connection, notes);
     }
 
     /// Sends document notifications in order. Called with the document lock
