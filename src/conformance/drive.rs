@@ -82,7 +82,8 @@ struct Live {
     /// recording's copy of that answer is not sent again.
     auto_answered: HashSet<String>,
     session: Session,
-    last_session_id: Option<String>,
+    /// Sessions the agent created, oldest first.
+    session_ids: Vec<String>,
     extra_ids: u64,
 }
 
@@ -166,7 +167,7 @@ pub async fn drive(
             root: root.to_path_buf(),
             cancelled: HashSet::new(),
         },
-        last_session_id: None,
+        session_ids: Vec::new(),
         extra_ids: 0,
     };
     let played = live.play(scenario).await;
@@ -272,7 +273,7 @@ impl Live {
             }
             if side == Side::Agent {
                 if let Some(session) = messages[0]["result"]["sessionId"].as_str() {
-                    self.last_session_id = Some(session.to_string());
+                    self.session_ids.push(session.to_string());
                 }
             }
         } else if !is_notification {
@@ -335,16 +336,39 @@ impl Live {
 
     /// An extra `lsp/servers` outside the script, to learn a serverId.
     async fn ask_server_id(&mut self, name: &str, root: &Path) -> Result<Option<String>, String> {
-        let Some(session) = self.last_session_id.clone() else {
-            return Ok(None);
-        };
+        // Newest session first; a server rooted below one session's root is
+        // listed only for that session.
+        let sessions: Vec<String> = self.session_ids.iter().rev().cloned().collect();
+        let root_text = root.to_string_lossy().into_owned();
+        let mut by_name = None;
+        for session in sessions {
+            let servers = self.list_servers(&session).await?;
+            if let Some(s) = servers
+                .iter()
+                .find(|s| s["name"] == name && s["root"].as_str() == Some(&root_text))
+            {
+                return Ok(s["serverId"].as_str().map(str::to_string));
+            }
+            if by_name.is_none() {
+                by_name = servers
+                    .iter()
+                    .find(|s| s["name"] == name || s["root"].as_str() == Some(&root_text))
+                    .and_then(|s| s["serverId"].as_str())
+                    .map(str::to_string);
+            }
+        }
+        Ok(by_name)
+    }
+
+    /// `lsp/servers` for a session, outside the script.
+    async fn list_servers(&mut self, session: &str) -> Result<Vec<Value>, String> {
         self.agent().await?;
         self.extra_ids += 1;
         let id = format!("\"conformance-servers-{}\"", self.extra_ids);
-        let request = json!({"jsonrpc": "2.0", "id": Value::Null, "method": "lsp/servers",
-            "params": {"sessionId": session}})
-        .to_string()
-        .replace("\"id\":null", &format!("\"id\":{id}"));
+        let request = format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"lsp/servers\",\"params\":{{\"sessionId\":{}}}}}",
+            Value::String(session.to_string())
+        );
         self.pending.push((Side::Agent, id.clone()));
         if let Some(agent) = &self.agent {
             agent.send(&request).await.map_err(|e| e.to_string())?;
@@ -358,27 +382,13 @@ impl Live {
             .find(|(i, _)| *i == id)
             .map(|(_, text)| text.clone());
         self.session.agent_answers.retain(|(i, _)| *i != id);
-        let Some(answer) = answer else {
-            return Ok(None);
-        };
-        let value: Value = serde_json::from_str(&answer).unwrap_or(Value::Null);
-        let servers = value["result"]["servers"]
+        let value: Value = answer
+            .and_then(|a| serde_json::from_str(&a).ok())
+            .unwrap_or(Value::Null);
+        Ok(value["result"]["servers"]
             .as_array()
             .cloned()
-            .unwrap_or_default();
-        let root_text = root.to_string_lossy();
-        let pick = servers
-            .iter()
-            .find(|s| s["name"] == name && s["root"].as_str() == Some(&root_text))
-            .or_else(|| servers.iter().find(|s| s["name"] == name))
-            .or_else(|| {
-                servers
-                    .iter()
-                    .find(|s| s["root"].as_str() == Some(&root_text))
-            });
-        Ok(pick
-            .and_then(|s| s["serverId"].as_str())
-            .map(str::to_string))
+            .unwrap_or_default())
     }
 
     /// Handles one incoming message from either side; false at the deadline

@@ -198,6 +198,9 @@ impl GateError {
         {
             extra.insert("state".into(), json!(state));
         }
+        // The same bytes whatever map serde_json was built with (a dependency
+        // may turn on `preserve_order`): agents and recordings compare them.
+        sort_keys(&mut data);
         let message = match self {
             GateError::ServerError { lsp_error } => {
                 server_error_message(lsp_error).unwrap_or_else(|| self.to_string())
@@ -209,6 +212,17 @@ impl GateError {
             message,
             data: Some(data),
         }
+    }
+}
+
+fn sort_keys(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            map.sort_keys();
+            map.values_mut().for_each(sort_keys);
+        }
+        Value::Array(items) => items.iter_mut().for_each(sort_keys),
+        _ => {}
     }
 }
 

@@ -891,7 +891,13 @@ fn meta_documents(documents: &[DocumentState]) -> Option<Box<RawValue>> {
     if documents.is_empty() {
         return None;
     }
-    serde_json::value::to_raw_value(&json!({ "documents": documents })).ok()
+    // A struct, not `json!`: its bytes must not depend on whether a
+    // dependency turned on serde_json's `preserve_order`.
+    #[derive(serde::Serialize)]
+    struct Meta<'a> {
+        documents: &'a [DocumentState],
+    }
+    serde_json::value::to_raw_value(&Meta { documents }).ok()
 }
 
 fn file_path(uri: &str) -> Option<PathBuf> {
