@@ -152,6 +152,21 @@ enum ConformanceAction {
     /// Join stdin/stdout to a Unix socket (the runner's stand-in agent and servers).
     #[command(hide = true)]
     Bridge { socket: PathBuf },
+    /// Be the ACP agent of an editor host that implements the `lsp` client
+    /// capability: once the host opens a session on a copy of a scenario's
+    /// workspace, play the normative scenarios for that folder against it.
+    /// The verdict goes to stderr, to --report and to the reply to any prompt.
+    Agent {
+        /// The fixtures folder.
+        #[arg(long)]
+        fixtures: PathBuf,
+        /// Only this scenario (repeatable).
+        #[arg(long = "scenario")]
+        scenarios: Vec<String>,
+        /// Write the JSON report here.
+        #[arg(long)]
+        report: Option<PathBuf>,
+    },
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -291,11 +306,19 @@ fn main() -> anyhow::Result<()> {
             command,
         } => {
             let runtime = tokio::runtime::Runtime::new()?;
-            if let Some(ConformanceAction::Bridge { socket }) = action {
-                runtime
-                    .block_on(acp_lsp::conformance::wire::bridge(&socket))
-                    .with_context(|| format!("bridge to {}", socket.display()))?;
-                return Ok(());
+            match action {
+                Some(ConformanceAction::Bridge { socket }) => {
+                    runtime
+                        .block_on(acp_lsp::conformance::wire::bridge(&socket))
+                        .with_context(|| format!("bridge to {}", socket.display()))?;
+                    return Ok(());
+                }
+                Some(ConformanceAction::Agent {
+                    fixtures,
+                    scenarios,
+                    report,
+                }) => return conformance_agent(&runtime, &fixtures, &scenarios, report),
+                None => {}
             }
             let exe = std::env::current_exe().context("cannot find this executable")?;
             let selected = conformance::suite::select(&fixtures, &scenarios)?;
@@ -330,6 +353,42 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// `acp-lsp conformance agent`: stdout is the ACP connection to the host.
+fn conformance_agent(
+    runtime: &tokio::runtime::Runtime,
+    fixtures: &std::path::Path,
+    names: &[String],
+    report: Option<PathBuf>,
+) -> anyhow::Result<()> {
+    let selected = conformance::suite::select(fixtures, names)?;
+    let mut report_error = None;
+    let outcomes = runtime.block_on(conformance::drive::serve_host(
+        &selected,
+        |outcomes, skipped| {
+            let mut text = conformance::report::table(outcomes);
+            for (name, why) in skipped {
+                text.push_str(&format!("not run: {name}: {why}\n"));
+            }
+            eprint!("{text}");
+            if let Some(path) = &report {
+                let json = serde_json::to_string_pretty(outcomes).unwrap_or_default();
+                if let Err(e) = std::fs::write(path, json) {
+                    report_error = Some(format!("cannot write {}: {e}", path.display()));
+                }
+            }
+            text
+        },
+    ));
+    if let Some(e) = report_error {
+        anyhow::bail!(e);
+    }
+    std::process::exit(if outcomes.iter().all(|o| o.passed) {
+        0
+    } else {
+        1
+    });
 }
 
 async fn proxy(

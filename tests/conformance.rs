@@ -263,3 +263,107 @@ fn the_cli_reports_every_normative_scenario_as_json() {
         .iter()
         .all(|o| o["passed"] == true));
 }
+
+/// An editor host (here: an editor on stdin/stdout of `acp-lsp proxy`, which
+/// implements the `lsp` capability) launches `acp-lsp conformance agent` as
+/// its agent; the verdict comes back in the reply to a prompt and in the report.
+#[tokio::test]
+async fn an_editor_host_runs_the_suite_with_the_conformance_agent() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let temp = tempfile::tempdir().unwrap();
+    let root = temp.path().canonicalize().unwrap().join("ws");
+    acp_lsp::conformance::fixture::copy_workspace(
+        &fixtures().join("python-navigation/workspace"),
+        &root,
+        &root.to_string_lossy(),
+    )
+    .unwrap();
+    let report_path = temp.path().join("report.json");
+    let mut child = tokio::process::Command::new(acp_lsp())
+        .arg("proxy")
+        .arg("--")
+        .arg(acp_lsp())
+        .args(["conformance", "agent", "--fixtures"])
+        .arg(fixtures())
+        .args([
+            "--scenario",
+            "python-navigation",
+            "--scenario",
+            "refused-categories",
+            "--scenario",
+            "write-text-file-then-query",
+            "--scenario",
+            "v2-batch",
+            "--scenario",
+            "rust-navigation",
+            "--report",
+        ])
+        .arg(&report_path)
+        .current_dir(&root)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let send = |v: serde_json::Value| format!("{v}\n");
+    stdin
+        .write_all(send(serde_json::json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+            "params": {"protocolVersion": 1, "clientCapabilities": {"fs": {"readTextFile": true, "writeTextFile": true}}}})).as_bytes())
+        .await
+        .unwrap();
+    stdin
+        .write_all(
+            send(
+                serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "session/new",
+            "params": {"cwd": root, "mcpServers": []}}),
+            )
+            .as_bytes(),
+        )
+        .await
+        .unwrap();
+    stdin
+        .write_all(send(serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "session/prompt",
+            "params": {"sessionId": "acp-lsp-conformance", "prompt": [{"type": "text", "text": "run"}]}})).as_bytes())
+        .await
+        .unwrap();
+    let mut verdict = String::new();
+    loop {
+        let line = lines
+            .next_line()
+            .await
+            .unwrap()
+            .expect("the host's agent ended early");
+        let msg: serde_json::Value = serde_json::from_str(&line).unwrap();
+        // The editor's side of the host: the agent's writes land in its buffers.
+        if msg["method"] == "fs/write_text_file" {
+            let reply = serde_json::json!({"jsonrpc": "2.0", "id": msg["id"], "result": null});
+            stdin.write_all(send(reply).as_bytes()).await.unwrap();
+        } else if msg["method"] == "session/update" {
+            verdict.push_str(
+                msg["params"]["update"]["content"]["text"]
+                    .as_str()
+                    .unwrap_or(""),
+            );
+        } else if msg["id"] == 2 {
+            assert_eq!(msg["result"]["stopReason"], "end_turn", "{line}");
+            break;
+        }
+    }
+    drop(stdin);
+    let status = child.wait().await.unwrap();
+    assert!(verdict.contains("4 of 4 scenarios passed"), "{verdict}");
+    // Scenarios that need what a host cannot give are listed, not failed.
+    assert!(verdict.contains("not run: rust-navigation"), "{verdict}");
+    assert!(status.success(), "{verdict}");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report_path).unwrap()).unwrap();
+    let names: Vec<&str> = report
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["scenario"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"write-text-file-then-query"), "{names:?}");
+}

@@ -7,13 +7,11 @@
 //! request's response, a response waits for its request, a notification goes
 //! at once, a workspace step waits like a request.
 
-use super::fixture::{
-    copy_workspace, parse_line, read_tree, Body, Dir, Line, Scenario, WorkspaceStep,
-};
-use super::normalize::{server_placeholder, Bindings, ROOT};
-use super::report::{Failure, Outcome};
+use super::fixture::{copy_workspace, Body, Dir, Scenario, WorkspaceStep};
+use super::normalize::Bindings;
+use super::report::Failure;
 use super::wire::{accept_bridge, Framing, Peer};
-use super::{ConformanceError, LIVE_ANSWER_TIMEOUT, PROXY_EXIT_TIMEOUT};
+use super::{LIVE_ANSWER_TIMEOUT, PROXY_EXIT_TIMEOUT};
 use crate::jsonrpc::object::RawObject;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
@@ -70,7 +68,7 @@ enum Side {
 struct Live {
     editor: Peer,
     agent: Option<Peer>,
-    agent_listener: UnixListener,
+    agent_listener: Option<UnixListener>,
     bindings: Bindings,
     acp_lsp_ids: bool,
     /// Requests the script sent that have no response yet: (side, id).
@@ -85,6 +83,19 @@ struct Live {
     /// Sessions the agent created, oldest first.
     session_ids: Vec<String>,
     extra_ids: u64,
+    /// Set when this runner is the agent of an editor host.
+    host: Option<HostState>,
+}
+
+/// `acp-lsp conformance agent`: what the host told this agent.
+#[derive(Default)]
+struct HostState {
+    session_id: Option<String>,
+    cwd: Option<String>,
+    /// `session/prompt` ids not answered yet.
+    prompts: Vec<String>,
+    /// The verdict, once the scenarios have run.
+    verdict: Option<String>,
 }
 
 /// Runs the script part of `scenario` (its `…→proxy` and `workspace` lines)
@@ -151,7 +162,7 @@ pub async fn drive(
     let mut live = Live {
         editor: Peer::start(stdout, stdin, Framing::Lines, false),
         agent: None,
-        agent_listener,
+        agent_listener: Some(agent_listener),
         bindings: Bindings::new(&root_text),
         acp_lsp_ids: options.acp_lsp_ids,
         pending: Vec::new(),
@@ -169,6 +180,7 @@ pub async fn drive(
         },
         session_ids: Vec::new(),
         extra_ids: 0,
+        host: None,
     };
     let played = live.play(scenario).await;
     if played.is_ok() {
@@ -178,7 +190,11 @@ pub async fn drive(
         let exited = loop {
             tokio::select! {
                 status = child.wait() => break status.is_ok(),
-                more = live.pump(deadline) => if !more && Instant::now() >= deadline { break false },
+                more = live.pump(deadline) => {
+                    if !more && (Instant::now() >= deadline || live.dead()) {
+                        break tokio::time::timeout_at(deadline, child.wait()).await.is_ok();
+                    }
+                }
             }
         };
         if !exited {
@@ -226,7 +242,11 @@ impl Live {
     async fn agent(&mut self) -> Result<(), String> {
         if self.agent.is_none() {
             let deadline = Instant::now() + LIVE_ANSWER_TIMEOUT;
-            let (_, peer) = accept_bridge(&self.agent_listener, Framing::Lines, true, deadline)
+            let listener = self
+                .agent_listener
+                .as_ref()
+                .ok_or("the agent's connection has closed")?;
+            let (_, peer) = accept_bridge(listener, Framing::Lines, true, deadline)
                 .await
                 .map_err(|e| format!("the proxy did not start the agent: {e}"))?;
             self.agent = Some(peer);
@@ -234,11 +254,16 @@ impl Live {
         Ok(())
     }
 
+    /// Nothing more can arrive: every connection has closed.
+    fn dead(&self) -> bool {
+        self.editor.inbox.closed && self.agent.as_ref().is_none_or(|a| a.inbox.closed)
+    }
+
     /// Waits until every request sent has its response.
     async fn settle(&mut self) -> Result<(), String> {
         let deadline = Instant::now() + LIVE_ANSWER_TIMEOUT;
         while !self.pending.is_empty() {
-            if !self.pump(deadline).await && Instant::now() >= deadline {
+            if !self.pump(deadline).await && (Instant::now() >= deadline || self.dead()) {
                 return Err(format!(
                     "no response to {:?} within {} s",
                     self.pending,
@@ -264,7 +289,7 @@ impl Live {
             let id = id_text(messages[0]).unwrap_or_default();
             let deadline = Instant::now() + LIVE_ANSWER_TIMEOUT;
             while !self.arrived.contains(&(side, id.clone())) {
-                if !self.pump(deadline).await && Instant::now() >= deadline {
+                if !self.pump(deadline).await && (Instant::now() >= deadline || self.dead()) {
                     return Err(format!("the request {id} this line answers never arrived"));
                 }
             }
@@ -394,44 +419,45 @@ impl Live {
     /// Handles one incoming message from either side; false at the deadline
     /// or when nothing more can come.
     async fn pump(&mut self, deadline: Instant) -> bool {
-        let got = match self.agent.as_mut() {
-            Some(agent) => {
+        let editor_open = !self.editor.inbox.closed;
+        let got = match (self.agent.as_mut(), self.agent_listener.as_ref()) {
+            (Some(agent), _) => {
+                let agent_open = !agent.inbox.closed;
+                if !editor_open && !agent_open {
+                    return false;
+                }
                 tokio::select! {
-                    more = self.editor.inbox.more(deadline) => more.then_some(Side::Editor),
-                    more = agent.inbox.more(deadline) => more.then_some(Side::Agent),
+                    more = self.editor.inbox.more(deadline), if editor_open => more.then_some(Side::Editor),
+                    more = agent.inbox.more(deadline), if agent_open => more.then_some(Side::Agent),
                 }
             }
-            None => {
+            (None, Some(listener)) => {
                 tokio::select! {
-                    more = self.editor.inbox.more(deadline) => more.then_some(Side::Editor),
+                    more = self.editor.inbox.more(deadline), if editor_open => more.then_some(Side::Editor),
                     // The agent may connect while we wait.
-                    accepted = self.agent_listener.accept() => {
-                        if let Ok((stream, _)) = accepted {
-                            let (read, write) = stream.into_split();
-                            let mut read = tokio::io::BufReader::new(read);
-                            let mut hello = String::new();
-                            let _ = tokio::io::AsyncBufReadExt::read_line(&mut read, &mut hello).await;
-                            self.agent = Some(Peer::start(read, write, Framing::Lines, true));
-                        }
+                    accepted = tokio::time::timeout_at(deadline, listener.accept()) => {
+                        let Ok(Ok((stream, _))) = accepted else { return false };
+                        let (read, write) = stream.into_split();
+                        let mut read = tokio::io::BufReader::new(read);
+                        let mut hello = String::new();
+                        let _ = tokio::io::AsyncBufReadExt::read_line(&mut read, &mut hello).await;
+                        self.agent = Some(Peer::start(read, write, Framing::Lines, true));
                         return true;
                     }
                 }
             }
-        };
-        let Some(side) = got else {
-            // An inbox that closed ends its `more` at once: don't spin.
-            if Instant::now() < deadline {
-                let both_closed =
-                    self.editor.inbox.closed && self.agent.as_ref().is_none_or(|a| a.inbox.closed);
-                if both_closed {
+            (None, None) => {
+                if !editor_open {
                     return false;
                 }
-                tokio::time::sleep_until(
-                    deadline.min(Instant::now() + std::time::Duration::from_millis(20)),
-                )
-                .await;
-                return true;
+                self.editor
+                    .inbox
+                    .more(deadline)
+                    .await
+                    .then_some(Side::Editor)
             }
+        };
+        let Some(side) = got else {
             return false;
         };
         let inbox = match side {
@@ -467,6 +493,10 @@ impl Live {
             (Some(method), Some(id)) => {
                 if side == Side::Agent && method == "initialize" {
                     self.session.agent_initialize = Some(text.to_string());
+                }
+                if side == Side::Agent && self.host.is_some() {
+                    self.answer_host_request(method, text, &value).await;
+                    return;
                 }
                 self.arrived.push((side, id));
                 if side == Side::Editor {
@@ -548,7 +578,7 @@ impl Live {
         self.agent().await?;
         let deadline = Instant::now() + LIVE_ANSWER_TIMEOUT;
         while !self.marks.contains(&step) {
-            if !self.pump(deadline).await && Instant::now() >= deadline {
+            if !self.pump(deadline).await && (Instant::now() >= deadline || self.dead()) {
                 return Err("the workspace mark never reached the agent".into());
             }
         }
@@ -609,6 +639,256 @@ impl Live {
     }
 }
 
+/// How long `acp-lsp conformance agent` waits for the host to open a session.
+pub const HOST_SESSION_WAIT: std::time::Duration = std::time::Duration::from_secs(600);
+/// The session id this agent gives the host.
+const HOST_SESSION_ID: &str = "acp-lsp-conformance";
+
+impl Live {
+    /// The host (the editor) asked this agent something.
+    async fn answer_host_request(&mut self, method: &str, text: &str, value: &Value) {
+        let Ok(raw) = serde_json::from_str::<&RawValue>(text) else {
+            return;
+        };
+        let Ok(object) = RawObject::parse(raw) else {
+            return;
+        };
+        let Some(id) = object.get_raw("id").map(|r| r.get().to_string()) else {
+            return;
+        };
+        let result = match method {
+            "initialize" => {
+                let version = value["params"]["protocolVersion"]
+                    .as_u64()
+                    .unwrap_or(1)
+                    .min(1);
+                json!({"protocolVersion": version, "agentCapabilities": {"loadSession": false},
+                    "authMethods": [], "agentInfo": {"name": "acp-lsp conformance", "version": env!("CARGO_PKG_VERSION")}})
+            }
+            "session/new" => {
+                let host = self.host.get_or_insert_with(HostState::default);
+                if host.session_id.is_none() {
+                    host.session_id = Some(HOST_SESSION_ID.to_string());
+                    host.cwd = value["params"]["cwd"].as_str().map(str::to_string);
+                }
+                json!({ "sessionId": HOST_SESSION_ID })
+            }
+            "session/prompt" => {
+                let host = self.host.get_or_insert_with(HostState::default);
+                host.prompts.push(id);
+                self.answer_prompts().await;
+                return;
+            }
+            "authenticate" => Value::Null,
+            _ => {
+                let reply = format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"error\":{{\"code\":-32601,\"message\":\"Method not found\"}}}}");
+                if let Some(agent) = &self.agent {
+                    let _ = agent.send(&reply).await;
+                }
+                return;
+            }
+        };
+        let reply = format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{result}}}");
+        if let Some(agent) = &self.agent {
+            let _ = agent.send(&reply).await;
+        }
+    }
+
+    /// Answers waiting prompts with the verdict, once there is one.
+    async fn answer_prompts(&mut self) {
+        let Some(host) = self.host.as_mut() else {
+            return;
+        };
+        let Some(verdict) = host.verdict.clone() else {
+            return;
+        };
+        let prompts = std::mem::take(&mut host.prompts);
+        let session = host.session_id.clone().unwrap_or_default();
+        let Some(agent) = &self.agent else {
+            return;
+        };
+        for id in prompts {
+            let update = json!({"jsonrpc": "2.0", "method": "session/update", "params": {
+                "sessionId": session,
+                "update": {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": verdict}}}});
+            let _ = agent.send(&update.to_string()).await;
+            let _ = agent
+                .send(&format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{{\"stopReason\":\"end_turn\"}}}}"))
+                .await;
+        }
+    }
+
+    /// Plays a scenario's agent requests in the host's session.
+    async fn play_in_host(&mut self, scenario: &Scenario) -> Result<(), Failure> {
+        let host_session = self
+            .host
+            .as_ref()
+            .and_then(|h| h.session_id.clone())
+            .unwrap_or_default();
+        let script_sessions = script_session_ids(scenario);
+        for line in &scenario.lines {
+            let (Dir::AgentToProxy, Body::Message(raw)) = (&line.dir, &line.body) else {
+                continue;
+            };
+            let value: Value = serde_json::from_str(raw.get()).unwrap_or(Value::Null);
+            if !value.is_array() && value.get("method").is_none() {
+                // The agent's answers to the editor: this runner answers the host itself.
+                continue;
+            }
+            let mut text = raw.get().to_string();
+            for session in &script_sessions {
+                text = text.replace(&format!("\"{session}\""), &format!("\"{host_session}\""));
+            }
+            let raw = RawValue::from_string(text)
+                .map_err(|e| Failure::new(Some(line.number), e.to_string()))?;
+            self.send(Side::Agent, &raw)
+                .await
+                .map_err(|m| Failure::new(Some(line.number), m))?;
+        }
+        self.settle().await.map_err(|m| Failure::new(None, m))
+    }
+}
+
+/// The session ids a script's agent gave its editor.
+fn script_session_ids(scenario: &Scenario) -> Vec<String> {
+    scenario
+        .lines
+        .iter()
+        .filter(|l| l.dir == Dir::AgentToProxy)
+        .filter_map(|l| match &l.body {
+            Body::Message(raw) => serde_json::from_str::<Value>(raw.get()).ok(),
+            _ => None,
+        })
+        .filter_map(|v| v["result"]["sessionId"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// Why a scenario cannot run inside an editor host's session, if it cannot:
+/// the host is the editor (no workspace steps, no second session) and its
+/// folder must hold the scenario's workspace.
+pub fn host_obstacle(scenario: &Scenario, cwd: &Path) -> Option<String> {
+    if !scenario.meta.normative {
+        return Some("not normative".into());
+    }
+    if scenario.lines.iter().any(|l| l.dir == Dir::Workspace) {
+        return Some("needs workspace steps the runner cannot do in a host".into());
+    }
+    if script_session_ids(scenario).len() != 1 {
+        return Some("needs more than one session".into());
+    }
+    let wanted = match super::fixture::read_tree(&scenario.workspace()) {
+        Ok(tree) => tree,
+        Err(e) => return Some(e.to_string()),
+    };
+    let root = cwd.to_string_lossy();
+    for (rel, bytes) in wanted {
+        let bytes = match String::from_utf8(bytes) {
+            Ok(text) => text.replace(super::ROOT, &root).into_bytes(),
+            Err(e) => e.into_bytes(),
+        };
+        if std::fs::read(cwd.join(&rel)).ok().as_deref() != Some(&bytes[..]) {
+            return Some(format!(
+                "the host's folder does not have {rel} of its workspace"
+            ));
+        }
+    }
+    None
+}
+
+/// `acp-lsp conformance agent`: this process is the ACP agent of an editor
+/// host (on stdin/stdout). Once the host opens a session, every normative
+/// scenario whose workspace is the session's folder is played; the verdict
+/// goes to stderr, to `report` and to the reply to any prompt. Returns when
+/// the host closes stdin.
+pub async fn serve_host(
+    scenarios: &[Scenario],
+    on_verdict: impl FnOnce(&[super::report::Outcome], &[(String, String)]) -> String,
+) -> Vec<super::report::Outcome> {
+    let mut live = Live {
+        editor: Peer::start(tokio::io::empty(), tokio::io::sink(), Framing::Lines, false),
+        agent: Some(Peer::start(
+            tokio::io::stdin(),
+            tokio::io::stdout(),
+            Framing::Lines,
+            false,
+        )),
+        agent_listener: None,
+        bindings: Bindings::new(""),
+        acp_lsp_ids: false,
+        pending: Vec::new(),
+        arrived: Vec::new(),
+        marks: HashSet::new(),
+        auto_answered: HashSet::new(),
+        session: Session {
+            agent_requests: Vec::new(),
+            agent_answers: Vec::new(),
+            agent_initialize: None,
+            buffers: BTreeMap::new(),
+            bindings: Bindings::new(""),
+            root: PathBuf::new(),
+            cancelled: HashSet::new(),
+        },
+        session_ids: vec![HOST_SESSION_ID.to_string()],
+        extra_ids: 0,
+        host: Some(HostState::default()),
+    };
+    let deadline = Instant::now() + HOST_SESSION_WAIT;
+    while live.host.as_ref().is_some_and(|h| h.cwd.is_none()) {
+        if !live.pump(deadline).await && (Instant::now() >= deadline || live.dead()) {
+            return Vec::new();
+        }
+    }
+    let cwd = PathBuf::from(
+        live.host
+            .as_ref()
+            .and_then(|h| h.cwd.clone())
+            .unwrap_or_default(),
+    );
+    live.bindings = Bindings::new(&cwd.to_string_lossy());
+    let initialize = live.session.agent_initialize.clone();
+    let mut outcomes = Vec::new();
+    let mut skipped = Vec::new();
+    for scenario in scenarios {
+        if let Some(why) = host_obstacle(scenario, &cwd) {
+            skipped.push((scenario.name.clone(), why));
+            continue;
+        }
+        let started = std::time::Instant::now();
+        live.session.agent_requests.clear();
+        live.session.agent_answers.clear();
+        live.session.cancelled.clear();
+        live.session.agent_initialize = initialize.clone();
+        let result = match live.play_in_host(scenario).await {
+            Ok(()) => super::normative::check(scenario, &live.session),
+            Err(f) => Err(f),
+        };
+        let (checked, failure) = match result {
+            Ok(n) => (n, None),
+            Err(f) => (0, Some(f)),
+        };
+        outcomes.push(super::report::Outcome {
+            scenario: scenario.name.clone(),
+            passed: failure.is_none(),
+            checked,
+            failure,
+            millis: started.elapsed().as_millis(),
+        });
+    }
+    let verdict = on_verdict(&outcomes, &skipped);
+    if let Some(host) = live.host.as_mut() {
+        host.verdict = Some(verdict);
+    }
+    live.answer_prompts().await;
+    // Keep answering the host (prompts get the verdict) until it closes stdin.
+    loop {
+        let far = Instant::now() + HOST_SESSION_WAIT;
+        if !live.pump(far).await && live.dead() {
+            break;
+        }
+    }
+    outcomes
+}
+
 /// `fs/read_text_file`'s `line` (1-based) and `limit`.
 fn slice_lines(text: &str, line: Option<u64>, limit: Option<u64>) -> String {
     if line.is_none() && limit.is_none() {
@@ -617,182 +897,4 @@ fn slice_lines(text: &str, line: Option<u64>, limit: Option<u64>) -> String {
     let skip = line.unwrap_or(1).saturating_sub(1) as usize;
     let take = limit.map_or(usize::MAX, |l| l as usize);
     text.split_inclusive('\n').skip(skip).take(take).collect()
-}
-
-/// Re-records a scenario against acp-lsp and the real servers: rewrites
-/// `session.jsonl` (and `expect/` when the session wrote).
-pub async fn record_fixture(
-    scenario: &Scenario,
-    acp_lsp: &Path,
-) -> Result<Outcome, ConformanceError> {
-    let started = std::time::Instant::now();
-    let temp = tempfile::tempdir().map_err(ConformanceError::io("creating a temp dir"))?;
-    let base = temp
-        .path()
-        .canonicalize()
-        .map_err(ConformanceError::io("resolving the temp dir"))?;
-    let root = base.join("ws");
-    let record = base.join("record.jsonl");
-    let options = DriveOptions {
-        command: vec![
-            acp_lsp.as_os_str().to_owned(),
-            "proxy".into(),
-            "--config".into(),
-            "{config}".into(),
-            "--record".into(),
-            "{record}".into(),
-            "--".into(),
-            "{agent}".into(),
-        ],
-        acp_lsp: acp_lsp.to_path_buf(),
-        acp_lsp_ids: true,
-    };
-    let session = match drive(scenario, &options, Some(&record), &root, &base).await {
-        Ok(session) => session,
-        Err(failure) => {
-            return Ok(Outcome {
-                scenario: scenario.name.clone(),
-                passed: false,
-                checked: 0,
-                failure: Some(failure),
-                millis: started.elapsed().as_millis(),
-            })
-        }
-    };
-    let recorded =
-        std::fs::read_to_string(&record).map_err(ConformanceError::io("reading the recording"))?;
-    let lines = fixture_lines(scenario, &recorded, &session.bindings.root)?;
-    let count = lines.len();
-    let mut out = lines.join("\n");
-    out.push('\n');
-    std::fs::write(scenario.dir.join("session.jsonl"), out)
-        .map_err(ConformanceError::io("writing session.jsonl"))?;
-    write_expect(scenario, &session, &base)?;
-    Ok(Outcome {
-        scenario: scenario.name.clone(),
-        passed: true,
-        checked: count,
-        failure: None,
-        millis: started.elapsed().as_millis(),
-    })
-}
-
-/// The proxy's recording in fixture form: placeholders for the root and the
-/// serverIds, the workspace steps where their marks went.
-fn fixture_lines(
-    scenario: &Scenario,
-    recorded: &str,
-    root: &str,
-) -> Result<Vec<String>, ConformanceError> {
-    let mut bindings = Bindings::new(root);
-    for text in recorded.lines() {
-        let Ok(line) = parse_line(0, text) else {
-            continue;
-        };
-        if let (
-            Dir::ProxyToServer(id),
-            Body::Spawn {
-                name,
-                root: server_root,
-            },
-        ) = (&line.dir, &line.body)
-        {
-            let sub = Path::new(server_root)
-                .strip_prefix(root)
-                .map(|p| p.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            bindings
-                .servers
-                .insert(server_placeholder(name, &sub), id.clone());
-        }
-    }
-    let steps: Vec<&Line> = scenario.lines.iter().collect();
-    let mut out = Vec::new();
-    for text in recorded.lines() {
-        let Ok(line) = parse_line(0, text) else {
-            out.push(bindings.to_recorded(text));
-            continue;
-        };
-        if let Body::Message(raw) = &line.body {
-            if raw.get().contains(MARK_METHOD) {
-                if line.dir == Dir::EditorToProxy {
-                    let value: Value = serde_json::from_str(raw.get()).unwrap_or(Value::Null);
-                    if let Some(step) = value["params"]["step"]
-                        .as_u64()
-                        .and_then(|s| steps.get(s as usize))
-                    {
-                        out.push(step.source.clone());
-                    }
-                }
-                continue;
-            }
-        }
-        out.push(bindings.to_recorded(text));
-    }
-    let _ = ROOT;
-    Ok(out)
-}
-
-fn write_expect(
-    scenario: &Scenario,
-    session: &Session,
-    base: &Path,
-) -> Result<(), ConformanceError> {
-    let steps_write = scenario.lines.iter().any(|l| {
-        matches!(
-            l.body,
-            Body::Step(WorkspaceStep::Write { .. } | WorkspaceStep::Remove(_))
-        )
-    });
-    let expect = scenario.expect();
-    if session.buffers.is_empty() && !steps_write {
-        if expect.exists() {
-            std::fs::remove_dir_all(&expect).map_err(ConformanceError::io("removing expect/"))?;
-        }
-        return Ok(());
-    }
-    // The workspace as the session left it, without what servers wrote:
-    // a fresh copy, the steps, then the editor's buffers saved.
-    let clean = base.join("expect");
-    let root_text = session.root.to_string_lossy().into_owned();
-    copy_workspace(&scenario.workspace(), &clean, ROOT)
-        .map_err(ConformanceError::io("copying the workspace"))?;
-    for line in &scenario.lines {
-        match &line.body {
-            Body::Step(WorkspaceStep::Write { path, text }) => {
-                let path = clean.join(path);
-                if let Some(parent) = path.parent() {
-                    std::fs::create_dir_all(parent)
-                        .map_err(ConformanceError::io("writing expect/"))?;
-                }
-                std::fs::write(path, text).map_err(ConformanceError::io("writing expect/"))?;
-            }
-            Body::Step(WorkspaceStep::Remove(path)) => {
-                let _ = std::fs::remove_file(clean.join(path));
-            }
-            _ => {}
-        }
-    }
-    for (path, text) in &session.buffers {
-        if let Ok(rel) = path.strip_prefix(&session.root) {
-            let target = clean.join(rel);
-            if let Some(parent) = target.parent() {
-                std::fs::create_dir_all(parent).map_err(ConformanceError::io("writing expect/"))?;
-            }
-            std::fs::write(target, text.replace(&root_text, ROOT))
-                .map_err(ConformanceError::io("writing expect/"))?;
-        }
-    }
-    if expect.exists() {
-        std::fs::remove_dir_all(&expect).map_err(ConformanceError::io("removing expect/"))?;
-    }
-    let tree = read_tree(&clean).map_err(ConformanceError::io("reading expect/"))?;
-    for (rel, bytes) in tree {
-        let target = expect.join(rel);
-        if let Some(parent) = target.parent() {
-            std::fs::create_dir_all(parent).map_err(ConformanceError::io("writing expect/"))?;
-        }
-        std::fs::write(target, bytes).map_err(ConformanceError::io("writing expect/"))?;
-    }
-    Ok(())
 }

@@ -7,6 +7,7 @@ pub mod drive;
 pub mod fixture;
 pub mod normalize;
 pub mod normative;
+pub mod record;
 pub mod replay;
 pub mod report;
 pub mod suite;

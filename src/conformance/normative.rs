@@ -52,8 +52,11 @@ pub fn check(scenario: &Scenario, session: &Session) -> Result<usize, Failure> {
             .as_deref()
             .and_then(|t| serde_json::from_str::<Value>(t).ok())
             .ok_or_else(|| Failure::new(Some(number), "the agent never received initialize"))?;
-        let version = recorded_init["params"]["protocolVersion"]
+        // Where the capability goes follows the version the agent was sent
+        // (an editor host may speak another version than the recording).
+        let version = live["params"]["protocolVersion"]
             .as_u64()
+            .or_else(|| recorded_init["params"]["protocolVersion"].as_u64())
             .unwrap_or(1);
         let caps = if version >= 2 {
             &live["params"]["capabilities"]

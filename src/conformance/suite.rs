@@ -1,8 +1,9 @@
 //! Runs many scenarios: replay against acp-lsp, the normative suite against
 //! an implementation, or re-recording against the real servers.
 
-use super::drive::{drive, record_fixture, DriveOptions};
+use super::drive::{drive, DriveOptions};
 use super::fixture::{scenario_dirs, Scenario};
+use super::record::record_fixture;
 use super::replay::{replay, ReplayOptions};
 use super::report::Outcome;
 use super::{normative, ConformanceError, STEP_TIMEOUT};
