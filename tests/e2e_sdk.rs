@@ -524,8 +524,8 @@ fn check_proxied(run: &Run, lsp_method: &str, client_meta: Option<&Value>) {
             short(l)
         );
         assert!(
-            v.get("msg").is_some() || v["text"].is_string(),
-            "record line without `msg`/`text`: {}",
+            v.get("msg").is_some() || v["text"].is_string() || v["event"].is_string(),
+            "record line without `msg`/`text`/`event`: {}",
             short(l)
         );
         *per_dir
