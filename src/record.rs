@@ -11,20 +11,43 @@ use std::path::Path;
 use std::sync::mpsc;
 use std::time::Instant;
 
-/// Where a message went.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Where a message went (the record format's `dir`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Direction {
     EditorToProxy,
     ProxyToAgent,
     AgentToProxy,
     ProxyToEditor,
+    /// By serverId (in a fixture, usually a `${serverId:…}` placeholder).
     ProxyToServer(String),
     ServerToProxy(String),
+    /// What the editor's user did between messages (conformance fixtures
+    /// only; the proxy never records it).
+    Workspace,
 }
 
 impl Direction {
+    pub fn parse(label: &str) -> Option<Direction> {
+        Some(match label {
+            "editor→proxy" => Direction::EditorToProxy,
+            "proxy→agent" => Direction::ProxyToAgent,
+            "agent→proxy" => Direction::AgentToProxy,
+            "proxy→editor" => Direction::ProxyToEditor,
+            "workspace" => Direction::Workspace,
+            other => {
+                if let Some(id) = other.strip_prefix("proxy→server:") {
+                    Direction::ProxyToServer(id.to_string())
+                } else {
+                    let id = other.strip_prefix("server:")?.strip_suffix("→proxy")?;
+                    Direction::ServerToProxy(id.to_string())
+                }
+            }
+        })
+    }
+
     pub fn label(&self) -> String {
         match self {
+            Direction::Workspace => "workspace".into(),
             Direction::EditorToProxy => "editor→proxy".into(),
             Direction::ProxyToAgent => "proxy→agent".into(),
             Direction::AgentToProxy => "agent→proxy".into(),

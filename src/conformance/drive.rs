@@ -159,29 +159,14 @@ pub async fn drive(
     let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
         return Err(Failure::new(None, "BUG: the child's stdio is piped"));
     };
-    let mut live = Live {
-        editor: Peer::start(stdout, stdin, Framing::Lines, false),
-        agent: None,
-        agent_listener: Some(agent_listener),
-        bindings: Bindings::new(&root_text),
-        acp_lsp_ids: options.acp_lsp_ids,
-        pending: Vec::new(),
-        arrived: Vec::new(),
-        marks: HashSet::new(),
-        auto_answered: HashSet::new(),
-        session: Session {
-            agent_requests: Vec::new(),
-            agent_answers: Vec::new(),
-            agent_initialize: None,
-            buffers: BTreeMap::new(),
-            bindings: Bindings::new(&root_text),
-            root: root.to_path_buf(),
-            cancelled: HashSet::new(),
-        },
-        session_ids: Vec::new(),
-        extra_ids: 0,
-        host: None,
-    };
+    let mut live = Live::new(
+        Peer::start(stdout, stdin, Framing::Lines, false),
+        None,
+        Some(agent_listener),
+        &root_text,
+        options.acp_lsp_ids,
+    );
+    live.session.root = root.to_path_buf();
     let played = live.play(scenario).await;
     if played.is_ok() {
         live.editor.close().await;
@@ -212,11 +197,51 @@ pub async fn drive(
     Ok(live.session)
 }
 
+/// A message's id exactly as sent (to echo it byte for byte).
+fn raw_id(text: &str) -> Option<String> {
+    let raw = serde_json::from_str::<&RawValue>(text).ok()?;
+    let object = RawObject::parse(raw).ok()?;
+    object.get_raw("id").map(|r| r.get().to_string())
+}
+
+/// A message's id as a key (its JSON text after parsing).
 fn id_text(value: &Value) -> Option<String> {
     value.get("id").map(Value::to_string)
 }
 
 impl Live {
+    fn new(
+        editor: Peer,
+        agent: Option<Peer>,
+        agent_listener: Option<UnixListener>,
+        root: &str,
+        acp_lsp_ids: bool,
+    ) -> Live {
+        Live {
+            editor,
+            agent,
+            agent_listener,
+            bindings: Bindings::new(root),
+            acp_lsp_ids,
+            pending: Vec::new(),
+            arrived: Vec::new(),
+            marks: HashSet::new(),
+            auto_answered: HashSet::new(),
+            session: Session {
+                agent_requests: Vec::new(),
+                agent_answers: Vec::new(),
+                agent_initialize: None,
+                buffers: BTreeMap::new(),
+                bindings: Bindings::new(root),
+                root: PathBuf::from(root),
+                cancelled: HashSet::new(),
+            },
+            session_ids: Vec::new(),
+            extra_ids: 0,
+            host: None,
+        }
+    }
+
     async fn play(&mut self, scenario: &Scenario) -> Result<(), Failure> {
         for (step_index, line) in scenario.lines.iter().enumerate() {
             let fail = |m: String| Failure::new(Some(line.number), m);
@@ -521,13 +546,7 @@ impl Live {
     /// The editor answers the agent's `fs/*` from its buffers; anything else
     /// it does not implement.
     async fn answer_editor_request(&mut self, method: &str, text: &str, value: &Value) {
-        let Ok(raw) = serde_json::from_str::<&RawValue>(text) else {
-            return;
-        };
-        let Ok(object) = RawObject::parse(raw) else {
-            return;
-        };
-        let Some(id) = object.get_raw("id").map(|r| r.get().to_string()) else {
+        let Some(id) = raw_id(text) else {
             return;
         };
         if let Some(key) = id_text(value) {
@@ -647,13 +666,7 @@ const HOST_SESSION_ID: &str = "acp-lsp-conformance";
 impl Live {
     /// The host (the editor) asked this agent something.
     async fn answer_host_request(&mut self, method: &str, text: &str, value: &Value) {
-        let Ok(raw) = serde_json::from_str::<&RawValue>(text) else {
-            return;
-        };
-        let Ok(object) = RawObject::parse(raw) else {
-            return;
-        };
-        let Some(id) = object.get_raw("id").map(|r| r.get().to_string()) else {
+        let Some(id) = raw_id(text) else {
             return;
         };
         let result = match method {
@@ -804,34 +817,20 @@ pub async fn serve_host(
     scenarios: &[Scenario],
     on_verdict: impl FnOnce(&[super::report::Outcome], &[(String, String)]) -> String,
 ) -> Vec<super::report::Outcome> {
-    let mut live = Live {
-        editor: Peer::start(tokio::io::empty(), tokio::io::sink(), Framing::Lines, false),
-        agent: Some(Peer::start(
+    let mut live = Live::new(
+        Peer::start(tokio::io::empty(), tokio::io::sink(), Framing::Lines, false),
+        Some(Peer::start(
             tokio::io::stdin(),
             tokio::io::stdout(),
             Framing::Lines,
             false,
         )),
-        agent_listener: None,
-        bindings: Bindings::new(""),
-        acp_lsp_ids: false,
-        pending: Vec::new(),
-        arrived: Vec::new(),
-        marks: HashSet::new(),
-        auto_answered: HashSet::new(),
-        session: Session {
-            agent_requests: Vec::new(),
-            agent_answers: Vec::new(),
-            agent_initialize: None,
-            buffers: BTreeMap::new(),
-            bindings: Bindings::new(""),
-            root: PathBuf::new(),
-            cancelled: HashSet::new(),
-        },
-        session_ids: vec![HOST_SESSION_ID.to_string()],
-        extra_ids: 0,
-        host: Some(HostState::default()),
-    };
+        None,
+        "",
+        false,
+    );
+    live.session_ids.push(HOST_SESSION_ID.to_string());
+    live.host = Some(HostState::default());
     let deadline = Instant::now() + HOST_SESSION_WAIT;
     while live.host.as_ref().is_some_and(|h| h.cwd.is_none()) {
         if !live.pump(deadline).await && (Instant::now() >= deadline || live.dead()) {

@@ -6,50 +6,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use std::path::{Path, PathBuf};
 
-/// Which way a line went (the record format's `dir`).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum Dir {
-    EditorToProxy,
-    ProxyToAgent,
-    AgentToProxy,
-    ProxyToEditor,
-    /// The recorded serverId (usually a `${serverId:…}` placeholder).
-    ProxyToServer(String),
-    ServerToProxy(String),
-    Workspace,
-}
-
-impl Dir {
-    pub fn parse(label: &str) -> Option<Dir> {
-        Some(match label {
-            "editor→proxy" => Dir::EditorToProxy,
-            "proxy→agent" => Dir::ProxyToAgent,
-            "agent→proxy" => Dir::AgentToProxy,
-            "proxy→editor" => Dir::ProxyToEditor,
-            "workspace" => Dir::Workspace,
-            other => {
-                if let Some(id) = other.strip_prefix("proxy→server:") {
-                    Dir::ProxyToServer(id.to_string())
-                } else {
-                    let id = other.strip_prefix("server:")?.strip_suffix("→proxy")?;
-                    Dir::ServerToProxy(id.to_string())
-                }
-            }
-        })
-    }
-
-    pub fn label(&self) -> String {
-        match self {
-            Dir::EditorToProxy => "editor→proxy".into(),
-            Dir::ProxyToAgent => "proxy→agent".into(),
-            Dir::AgentToProxy => "agent→proxy".into(),
-            Dir::ProxyToEditor => "proxy→editor".into(),
-            Dir::ProxyToServer(id) => format!("proxy→server:{id}"),
-            Dir::ServerToProxy(id) => format!("server:{id}→proxy"),
-            Dir::Workspace => "workspace".into(),
-        }
-    }
-}
+pub use crate::record::Direction as Dir;
 
 /// What the editor's user did between messages.
 #[derive(Debug, Clone, PartialEq)]

@@ -48,3 +48,14 @@ impl ConformanceError {
         move |source| ConformanceError::Io { what, source }
     }
 }
+
+/// A fresh temp dir and its canonical path (socket and workspace paths are
+/// compared as text, so symlinks in the temp path must be resolved).
+pub(crate) fn scratch_dir() -> Result<(tempfile::TempDir, std::path::PathBuf), ConformanceError> {
+    let temp = tempfile::tempdir().map_err(ConformanceError::io("creating a temp dir"))?;
+    let base = temp
+        .path()
+        .canonicalize()
+        .map_err(ConformanceError::io("resolving the temp dir"))?;
+    Ok((temp, base))
+}

@@ -20,11 +20,7 @@ pub async fn record_fixture(
     acp_lsp: &Path,
 ) -> Result<Outcome, ConformanceError> {
     let started = std::time::Instant::now();
-    let temp = tempfile::tempdir().map_err(ConformanceError::io("creating a temp dir"))?;
-    let base = temp
-        .path()
-        .canonicalize()
-        .map_err(ConformanceError::io("resolving the temp dir"))?;
+    let (_temp, base) = super::scratch_dir()?;
     let root = base.join("ws");
     let record = base.join("record.jsonl");
     let options = DriveOptions {

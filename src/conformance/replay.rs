@@ -85,11 +85,7 @@ pub async fn replay(
     options: &ReplayOptions,
 ) -> Result<Outcome, ConformanceError> {
     let started = std::time::Instant::now();
-    let temp = tempfile::tempdir().map_err(ConformanceError::io("creating a temp dir"))?;
-    let base = temp
-        .path()
-        .canonicalize()
-        .map_err(ConformanceError::io("resolving the temp dir"))?;
+    let (_temp, base) = super::scratch_dir()?;
     let root = base.join("ws");
     let root_text = root.to_string_lossy().into_owned();
     copy_workspace(&scenario.workspace(), &root, &root_text)

@@ -8,7 +8,7 @@ use super::replay::{replay, ReplayOptions};
 use super::report::Outcome;
 use super::{normative, ConformanceError, STEP_TIMEOUT};
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Which scenarios: all under `fixtures`, or the named ones.
 pub fn select(fixtures: &Path, names: &[String]) -> Result<Vec<Scenario>, ConformanceError> {
@@ -79,11 +79,7 @@ pub async fn normative_all(
     let mut outcomes = Vec::new();
     for scenario in scenarios.iter().filter(|s| s.meta.normative) {
         let started = std::time::Instant::now();
-        let temp = tempfile::tempdir().map_err(ConformanceError::io("creating a temp dir"))?;
-        let base: PathBuf = temp
-            .path()
-            .canonicalize()
-            .map_err(ConformanceError::io("resolving the temp dir"))?;
+        let (_temp, base) = super::scratch_dir()?;
         let result = match drive(scenario, &options, None, &base.join("ws"), &base).await {
             Ok(session) => normative::check(scenario, &session),
             Err(failure) => Err(failure),

@@ -138,9 +138,8 @@ impl DocumentTable {
                 text,
             }];
         }
-        let mut out = self.evict_for_one();
-        self.docs.insert(
-            uri.to_string(),
+        self.open(
+            uri,
             Document {
                 path,
                 language_id: language_id.to_string(),
@@ -150,14 +149,8 @@ impl DocumentTable {
                 disk_hash: hash,
                 last_used: clock,
             },
-        );
-        out.push(DocumentNotification::Open {
-            uri: uri.to_string(),
-            language_id: language_id.to_string(),
-            version: 1,
             text,
-        });
-        out
+        )
     }
 
     /// Text written through `fs/write_text_file` for a document: changes it only
@@ -200,25 +193,28 @@ impl DocumentTable {
             return self.written(uri, text);
         }
         self.clock += 1;
-        let mut out = self.evict_for_one();
-        self.docs.insert(
-            uri.to_string(),
-            Document {
-                path,
-                language_id: language_id.to_string(),
-                version: 1,
-                hash: content_hash(&text),
-                stamp: Some(stamp),
-                disk_hash,
-                last_used: self.clock,
-            },
-        );
-        out.push(DocumentNotification::Open {
-            uri: uri.to_string(),
+        let document = Document {
+            path,
             language_id: language_id.to_string(),
             version: 1,
+            hash: content_hash(&text),
+            stamp: Some(stamp),
+            disk_hash,
+            last_used: self.clock,
+        };
+        self.open(uri, document, text)
+    }
+
+    /// Makes room, then opens `document` with `text` on the server.
+    fn open(&mut self, uri: &str, document: Document, text: String) -> Vec<DocumentNotification> {
+        let mut out = self.evict_for_one();
+        out.push(DocumentNotification::Open {
+            uri: uri.to_string(),
+            language_id: document.language_id.clone(),
+            version: document.version,
             text,
         });
+        self.docs.insert(uri.to_string(), document);
         out
     }
 
@@ -332,28 +328,23 @@ mod tests {
         assert!(
             matches!(&notes[..], [DocumentNotification::Open { text, version: 1, .. }] if text == "new\n")
         );
-        // The disk still has the old text: nothing is sent.
-        assert!(table
-            .sync(
+        let mut disk = |text: &str, size| {
+            let stamp = Stamp {
+                size,
+                modified: None,
+            };
+            table.sync(
                 "file:///a.rs",
-                PathBuf::from("/a.rs"),
+                "/a.rs".into(),
                 "rust",
-                "old\n".into(),
-                Some(stamp)
+                text.into(),
+                Some(stamp),
             )
-            .is_empty());
-        // Once the disk changes, its text wins.
-        let saved = Stamp {
-            size: 6,
-            modified: None,
         };
-        let notes = table.sync(
-            "file:///a.rs",
-            PathBuf::from("/a.rs"),
-            "rust",
-            "saved\n".into(),
-            Some(saved),
-        );
+        // The disk still has the old text: nothing is sent.
+        assert!(disk("old\n", 4).is_empty());
+        // Once the disk changes, its text wins.
+        let notes = disk("saved\n", 6);
         assert!(matches!(
             &notes[..],
             [DocumentNotification::Change { version: 2, .. }]
