@@ -32,6 +32,7 @@ fn shim(dir: &Path, agent_filter: Option<&str>, server_filter: Option<&str>) -> 
     let script = format!(
         "#!/bin/sh\n\
          REAL='{real}'\n\
+         export PATH='{path}'\n\
          if [ \"$1\" = conformance ] && [ \"$2\" = bridge ]; then\n\
            case \"$3\" in\n\
              */agent.sock) {agent} | \"$REAL\" \"$@\" ;;\n\
@@ -40,7 +41,9 @@ fn shim(dir: &Path, agent_filter: Option<&str>, server_filter: Option<&str>) -> 
          else\n\
            exec \"$REAL\" \"$@\"\n\
          fi\n",
-        real = acp_lsp().display()
+        real = acp_lsp().display(),
+        // A replay runs acp-lsp with an empty PATH; the filters need theirs.
+        path = std::env::var("PATH").unwrap_or_default()
     );
     std::fs::write(&path, script).unwrap();
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -62,8 +65,8 @@ async fn every_fixture_replays_against_acp_lsp_without_language_servers() {
     for s in &scenarios {
         assert!(s.is_recorded(), "{} is a script, not a recording", s.name);
     }
-    // The stand-ins are the only servers: nothing real is on the PATH the
-    // replay's configuration names.
+    // The stand-ins are the only servers: the replay runs acp-lsp with an
+    // empty PATH, so no real server could start.
     let outcomes = replay_all(&scenarios, &acp_lsp()).await.unwrap();
     assert_all_passed(&outcomes);
     let lines: usize = outcomes.iter().map(|o| o.checked).sum();

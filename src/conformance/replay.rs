@@ -129,6 +129,9 @@ pub async fn replay(
         listeners.insert(name.clone(), listener);
     }
 
+    let empty_path = base.join("empty-path");
+    std::fs::create_dir_all(&empty_path)
+        .map_err(ConformanceError::io("creating the empty PATH"))?;
     let log = std::fs::File::create(base.join("proxy.log"))
         .map_err(ConformanceError::io("creating the log"))?;
     let mut child = tokio::process::Command::new(&options.acp_lsp)
@@ -143,6 +146,9 @@ pub async fn replay(
         .arg("bridge")
         .arg(&agent_socket)
         .current_dir(&root)
+        // No real language server can be started by mistake: nothing a
+        // replay runs is looked up on PATH.
+        .env("PATH", &empty_path)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::from(log))
