@@ -530,28 +530,40 @@ impl Server {
             ..
         } = call;
         self.ensure_started();
-        let connection = self.await_accepting(wait_until_ready).await?;
-        let first_open = self.docs().is_empty();
-        let mut skipped = HashMap::new();
-        for uri in &named {
-            if let Some(path) = file_path(uri) {
-                if let Some(reason) = self.sync_document(&connection, uri, &path).await {
-                    skipped.insert(uri.clone(), reason);
+        // Waiting for readiness and syncing documents can take long; a
+        // cancel meanwhile ends the request before it reaches the server.
+        // (Dropping the preparation is safe: document decisions are made and
+        // sent under a lock, never across an await.)
+        let prepare = async {
+            let connection = self.await_accepting(wait_until_ready).await?;
+            let first_open = self.docs().is_empty();
+            let mut skipped = HashMap::new();
+            for uri in &named {
+                if let Some(path) = file_path(uri) {
+                    if let Some(reason) = self.sync_document(&connection, uri, &path).await {
+                        skipped.insert(uri.clone(), reason);
+                    }
                 }
             }
-        }
-        if let Some(wait) = wait_until_ready.filter(|_| first_open && !self.docs().is_empty()) {
-            self.settle_after_first_open(wait).await;
-        }
-        let documents: Vec<DocumentState> = {
-            let docs = self.docs();
-            named
-                .iter()
-                .map(|uri| DocumentState {
-                    skipped: skipped.get(uri).copied(),
-                    ..docs.state(uri)
-                })
-                .collect()
+            if let Some(wait) = wait_until_ready.filter(|_| first_open && !self.docs().is_empty()) {
+                self.settle_after_first_open(wait).await;
+            }
+            let documents: Vec<DocumentState> = {
+                let docs = self.docs();
+                named
+                    .iter()
+                    .map(|uri| DocumentState {
+                        skipped: skipped.get(uri).copied(),
+                        ..docs.state(uri)
+                    })
+                    .collect()
+            };
+            Ok::<_, GateError>((connection, documents))
+        };
+        let (connection, documents) = tokio::select! {
+            biased;
+            _ = cancel.cancelled() => return Err(GateError::Cancelled),
+            prepared = prepare => prepared?,
         };
         let mut pending = connection.request(&method, params.as_deref());
         let reply = tokio::select! {
