@@ -13,7 +13,7 @@
 mod support;
 
 use support::procfs::{all_pids, process_alive, POLL_INTERVAL};
-use support::{copy_tree, write_compile_commands};
+use support::{copy_tree, require, snapshot_tree, write_compile_commands};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -41,10 +41,7 @@ struct Project {
 
 impl Project {
     fn c() -> Project {
-        assert!(
-            find_on_path("clangd").is_some(),
-            "`clangd` is not on PATH; install it with `{CLANGD_INSTALL}`"
-        );
+        require("clangd", CLANGD_INSTALL);
         let dir = tempfile::Builder::new()
             .prefix("acp-lsp-cli-")
             .tempdir()
@@ -95,10 +92,23 @@ impl Project {
     }
 
     /// Every file of the copy and its bytes (clangd's `.cache` left out).
+    /// `acp-lsp request <method> <params> --root <root>`.
+    async fn request(&self, method: &str, params: &Value) -> Output {
+        self.run(
+            &[
+                "request",
+                method,
+                &params.to_string(),
+                "--root",
+                &self.root.display().to_string(),
+            ],
+            None,
+        )
+        .await
+    }
+
     fn snapshot(&self) -> BTreeMap<PathBuf, Vec<u8>> {
-        let mut files = BTreeMap::new();
-        snapshot_into(&self.root, &self.root, &mut files);
-        files
+        snapshot_tree(&self.root, &[".cache"])
     }
 }
 
@@ -148,27 +158,6 @@ async fn wait_until_none_in(root: &Path, timeout: Duration) -> Vec<u32> {
             return left;
         }
         tokio::time::sleep(POLL_INTERVAL).await;
-    }
-}
-
-fn snapshot_into(root: &Path, dir: &Path, files: &mut BTreeMap<PathBuf, Vec<u8>>) {
-    for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("read {}: {e}", dir.display())) {
-        let entry = entry.expect("read a directory entry");
-        let path = entry.path();
-        if entry.file_type().expect("file type").is_dir() {
-            if entry.file_name() != ".cache" {
-                snapshot_into(root, &path, files);
-            }
-        } else {
-            let bytes =
-                std::fs::read(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
-            files.insert(
-                path.strip_prefix(root)
-                    .expect("below the root")
-                    .to_path_buf(),
-                bytes,
-            );
-        }
     }
 }
 
@@ -304,18 +293,7 @@ async fn request_prints_the_servers_raw_result() {
         "textDocument": { "uri": project.uri("src/main.c") },
         "position": { "line": 3, "character": 16 },
     });
-    let output = project
-        .run(
-            &[
-                "request",
-                "textDocument/definition",
-                &params.to_string(),
-                "--root",
-                &project.root.display().to_string(),
-            ],
-            None,
-        )
-        .await;
+    let output = project.request("textDocument/definition", &params).await;
     assert_success(&output, "acp-lsp request textDocument/definition");
     let text = stdout(&output);
     let result: Value = serde_json::from_str(text.trim())
@@ -351,18 +329,7 @@ async fn request_refuses_a_document_sync_method() {
             "text": "int main(void) { return 0; }\n",
         },
     });
-    let output = project
-        .run(
-            &[
-                "request",
-                "textDocument/didOpen",
-                &params.to_string(),
-                "--root",
-                &project.root.display().to_string(),
-            ],
-            None,
-        )
-        .await;
+    let output = project.request("textDocument/didOpen", &params).await;
     assert_failure(
         &output,
         "acp-lsp request textDocument/didOpen",
@@ -381,18 +348,7 @@ async fn request_refuses_a_uri_outside_the_root() {
         "textDocument": { "uri": url::Url::from_file_path(&outside).expect("absolute").as_str() },
         "position": { "line": 0, "character": 5 },
     });
-    let output = project
-        .run(
-            &[
-                "request",
-                "textDocument/hover",
-                &params.to_string(),
-                "--root",
-                &project.root.display().to_string(),
-            ],
-            None,
-        )
-        .await;
+    let output = project.request("textDocument/hover", &params).await;
     assert_failure(
         &output,
         "acp-lsp request with a URI outside the root",

@@ -10,20 +10,20 @@
 
 mod support;
 
+use support::fake::{assert_echo, fake_server, read_log, FakeServer, CALL_TIMEOUT, HOVER};
 use support::procfs::{group_members, process_alive, process_group, wait_until_gone};
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use acp_lsp::gate::{Gate, GateConfig, GateMethod, ServerState};
-use acp_lsp::jsonrpc::{ErrorObject, Limits, RequestId};
+use acp_lsp::gate::{GateMethod, ServerState};
+use acp_lsp::jsonrpc::{ErrorObject, Limits};
 use acp_lsp::lsp::config::{Config, ServerConfig};
 use acp_lsp::lsp::connection::{Connection, Reply, ServerMessages};
-use acp_lsp::lsp::registry::{Registry, RegistryOptions};
-use acp_lsp::lsp::server::{Server, MAX_CRASHES, STARTUP_WAIT};
+use acp_lsp::lsp::registry::RegistryOptions;
+use acp_lsp::lsp::server::{MAX_CRASHES, STARTUP_WAIT};
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -31,19 +31,12 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 /// Longest wait for a server to reach a lifecycle state (a crash loop takes
 /// 0 + 0.5 + 1 + 2 s of backoff before it fails).
 const STATE_TIMEOUT: Duration = Duration::from_secs(30);
-/// Longest wait for one gate call; every call is bounded by the gate itself,
-/// this only keeps a broken build from hanging the suite.
-const CALL_TIMEOUT: Duration = Duration::from_secs(60);
-/// Longest `Registry::shutdown` (shutdown, exit, 2 s grace, SIGTERM, 2 s, SIGKILL).
-const SHUTDOWN_LIMIT: Duration = Duration::from_secs(15);
 /// Longest wait for killed processes to disappear from /proc, or for a file to appear.
 const GONE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Pause between two looks at /proc or at a file while polling.
 const POLL_INTERVAL: Duration = Duration::from_millis(10);
 /// "Promptly": far below any request deadline used here.
 const PROMPT: Duration = Duration::from_secs(5);
-/// A request deadline long enough never to fire in a test that expects an answer.
-const LONG_REQUEST_TIMEOUT_MS: u64 = 25_000;
 /// JSON-RPC internal error, used for every server-side failure.
 const INTERNAL_ERROR: i64 = -32603;
 /// ACP/LSP request cancelled.
@@ -52,13 +45,6 @@ const REQUEST_CANCELLED: i64 = -32800;
 const INVALID_PARAMS: i64 = -32602;
 /// The proxy's frame limit (32 MiB).
 const FRAME_LIMIT: usize = acp_lsp::jsonrpc::limits::DEFAULT_MAX_LSP_FRAME;
-
-const SESSION: &str = "s";
-const LSP_METHOD: &str = "textDocument/hover";
-
-fn fake_server() -> &'static str {
-    env!("CARGO_BIN_EXE_acp-lsp-fake-server")
-}
 
 // ---------------------------------------------------------------- /proc
 
@@ -95,117 +81,35 @@ fn read_pid_file(path: &Path) -> Option<u32> {
     std::fs::read_to_string(path).ok()?.trim().parse().ok()
 }
 
-/// The messages the fake server logged (one JSON value a line).
-fn read_log(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|line| serde_json::from_str(line).ok())
-        .collect()
-}
-
 // ---------------------------------------------------------------- harness
 
-/// A workspace with one fake server behind a registry and a gate.
+/// The fake harness, with every process this test saw: all must be gone
+/// after shutdown.
 struct Fake {
-    dir: tempfile::TempDir,
-    root: PathBuf,
-    log: PathBuf,
-    registry: Arc<Registry>,
-    gate: Arc<Gate<Registry>>,
-    server_id: String,
-    next_id: AtomicU64,
-    /// Every process this test saw; all must be gone after shutdown.
+    fake: FakeServer,
     pids: Mutex<Vec<u32>>,
+}
+
+impl std::ops::Deref for Fake {
+    type Target = FakeServer;
+
+    fn deref(&self) -> &FakeServer {
+        &self.fake
+    }
 }
 
 impl Fake {
     /// Starts a session over a fresh workspace whose one server is the fake in
     /// `mode`; `tweak` adjusts the server's configuration.
     async fn start(mode: &str, tweak: impl FnOnce(&mut ServerConfig, &Path)) -> Fake {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let root = dir.path().join("ws");
-        std::fs::create_dir(&root).expect("create workspace");
-        let root = root.canonicalize().expect("canonical workspace");
-        std::fs::write(root.join("fake.toml"), "").expect("write marker");
-        std::fs::write(root.join("a.fake"), "hello fake\n").expect("write document");
-        let log = dir.path().join("fake.log");
-
-        let mut server = ServerConfig::new(
-            "fake",
-            fake_server(),
-            &[],
-            &["fake"],
-            &["fake"],
-            &["fake.toml"],
-        );
-        server.env.insert("FAKE_LSP_MODE".into(), mode.into());
-        server
-            .env
-            .insert("FAKE_LSP_LOG".into(), log.display().to_string());
-        server.request_timeout_ms = LONG_REQUEST_TIMEOUT_MS;
-        tweak(&mut server, dir.path());
-        // No built-in server: only the fake may start.
-        let config = Config {
-            servers: vec![server],
-            ..Config::builtin()
-        };
-        let registry = Registry::new(config, RegistryOptions::default());
-        let gate = Gate::new(Arc::clone(&registry), GateConfig::default());
-        gate.open_session(SESSION, vec![root.clone()]);
-        let mut fake = Fake {
-            dir,
-            root,
-            log,
-            registry,
-            gate,
-            server_id: String::new(),
-            next_id: AtomicU64::new(1),
+        let (fake, entry) =
+            FakeServer::start(mode, RegistryOptions::default(), |_| {}, tweak).await;
+        assert_eq!(entry["name"], "fake");
+        assert_eq!(entry["root"], fake.root.display().to_string());
+        Fake {
+            fake,
             pids: Mutex::new(Vec::new()),
-        };
-        let servers = fake.servers().await;
-        assert_eq!(servers.len(), 1, "exactly the fake server: {servers:?}");
-        assert_eq!(servers[0]["name"], "fake");
-        assert_eq!(servers[0]["root"], fake.root.display().to_string());
-        fake.server_id = servers[0]["serverId"]
-            .as_str()
-            .expect("serverId is a string")
-            .to_string();
-        fake
-    }
-
-    fn server(&self) -> Arc<Server> {
-        self.registry
-            .server(&self.server_id)
-            .expect("the registry knows the server")
-    }
-
-    fn next_request_id(&self) -> RequestId {
-        RequestId::from_u64(self.next_id.fetch_add(1, Ordering::Relaxed))
-    }
-
-    /// One gate call, decoded.
-    async fn call(&self, id: RequestId, method: GateMethod, params: Value) -> Value {
-        let raw = serde_json::value::to_raw_value(&params).expect("params serialize");
-        let bytes = tokio::time::timeout(CALL_TIMEOUT, self.gate.call(id, method, Some(raw)))
-            .await
-            .expect("the gate answers within CALL_TIMEOUT");
-        serde_json::from_slice(&bytes).expect("the gate writes JSON")
-    }
-
-    /// `lsp/servers` → the `servers` array.
-    async fn servers(&self) -> Vec<Value> {
-        let response = self
-            .call(
-                self.next_request_id(),
-                GateMethod::Servers,
-                json!({"sessionId": SESSION}),
-            )
-            .await;
-        response["result"]["servers"]
-            .as_array()
-            .unwrap_or_else(|| panic!("lsp/servers failed: {response}"))
-            .clone()
+        }
     }
 
     /// Our server's `lsp/servers` entry; notes its pid.
@@ -229,22 +133,9 @@ impl Fake {
         }
     }
 
-    fn uri(&self) -> String {
-        url::Url::from_file_path(self.root.join("a.fake"))
-            .expect("absolute path")
-            .to_string()
-    }
-
+    /// The params of [`Fake::request`].
     fn request_params(&self, wait_until_ready: Option<u64>) -> Value {
-        let mut params = json!({
-            "sessionId": SESSION,
-            "serverId": self.server_id,
-            "method": LSP_METHOD,
-            "params": {
-                "textDocument": {"uri": self.uri()},
-                "position": {"line": 0, "character": 1}
-            }
-        });
+        let mut params = self.hover_params(&self.uri("a.fake"));
         if let Some(ms) = wait_until_ready {
             params["waitUntilReady"] = json!(ms);
         }
@@ -253,12 +144,8 @@ impl Fake {
 
     /// One `lsp/request` (hover on `a.fake`).
     async fn request(&self, wait_until_ready: Option<u64>) -> Value {
-        self.call(
-            self.next_request_id(),
-            GateMethod::Request,
-            self.request_params(wait_until_ready),
-        )
-        .await
+        self.call(GateMethod::Request, self.request_params(wait_until_ready))
+            .await
     }
 
     async fn wait_state(&self, what: &str, f: impl Fn(ServerState) -> bool) -> ServerState {
@@ -310,11 +197,6 @@ impl Fake {
         processes_with_env("FAKE_LSP_LOG", &self.log.display().to_string())
     }
 
-    /// Polls the fake's log until `find` matches.
-    async fn wait_log<T>(&self, what: &str, find: impl Fn(&[Value]) -> Option<T>) -> T {
-        poll_for(what, || find(&read_log(&self.log))).await
-    }
-
     /// Stops everything and checks that no process this test saw survives.
     /// Returns the temporary directory (with the fake's log) to look at.
     async fn finish(self) -> tempfile::TempDir {
@@ -322,11 +204,8 @@ impl Fake {
             self.note_pid(pid);
         }
         let started = Instant::now();
-        tokio::time::timeout(SHUTDOWN_LIMIT, self.registry.shutdown())
-            .await
-            .expect("registry shutdown finishes in time");
+        self.fake.shut_down().await;
         let took = started.elapsed();
-        assert_eq!(self.server().status().state, ServerState::Stopped);
         let pids = self.pids.lock().expect("pid list lock").clone();
         let survivors = wait_until_gone(&pids, GONE_TIMEOUT).await;
         for pid in &survivors {
@@ -345,7 +224,7 @@ impl Fake {
             Vec::<u32>::new(),
             "fake servers left running"
         );
-        self.dir
+        self.fake.dir
     }
 }
 
@@ -360,16 +239,6 @@ fn assert_error(response: &Value, code: i64, reason: &str) {
     let error = error_of(response);
     assert_eq!(error["code"], code, "{response}");
     assert_eq!(error["data"]["reason"], reason, "{response}");
-}
-
-/// Checks a successful hover answer of the fake (it echoes method and params).
-fn assert_echo(response: &Value, uri: &str) {
-    let result = &response["result"]["lspResult"];
-    assert_eq!(result["echo"]["method"], LSP_METHOD, "{response}");
-    assert_eq!(
-        result["echo"]["params"]["textDocument"]["uri"], uri,
-        "{response}"
-    );
 }
 
 // ---------------------------------------------------------------- tests
@@ -391,7 +260,7 @@ async fn crash_mid_request_fails_it_promptly_and_the_server_restarts() {
     let data = &error_of(&response)["data"];
     assert_eq!(data["retryable"], true, "{response}");
     assert_eq!(data["serverId"], fake.server_id.as_str(), "{response}");
-    assert_eq!(data["method"], LSP_METHOD, "{response}");
+    assert_eq!(data["method"], HOVER, "{response}");
     assert!(took < PROMPT, "the crash was reported after {took:?}");
 
     let entry = fake.wait_restarted(1).await;
@@ -475,12 +344,12 @@ async fn a_restarted_server_answers_later_requests() {
     // initialize is answer 1, the hover answer 2: then it exits.
     let fake = Fake::start("exit_after=2", |_, _| {}).await;
     fake.wait_ready().await;
-    assert_echo(&fake.request(None).await, &fake.uri());
+    assert_echo(&fake.request(None).await, &fake.uri("a.fake"));
 
     let entry = fake.wait_restarted(1).await;
     assert_eq!(entry["serverId"], fake.server_id.as_str());
     // The restarted instance got the document again and answers.
-    assert_echo(&fake.request(None).await, &fake.uri());
+    assert_echo(&fake.request(None).await, &fake.uri("a.fake"));
     let opens = read_log(&fake.log)
         .iter()
         .filter(|m| m["method"] == "textDocument/didOpen")
@@ -538,7 +407,7 @@ async fn hung_request_hits_its_deadline_and_is_cancelled_on_the_server() {
 
     let (request_id, cancelled) = fake
         .wait_log("$/cancelRequest for the hung request", |log| {
-            let id = log.iter().find(|m| m["method"] == LSP_METHOD)?["id"].clone();
+            let id = log.iter().find(|m| m["method"] == HOVER)?["id"].clone();
             let cancel = log
                 .iter()
                 .find(|m| m["method"] == "$/cancelRequest" && m["params"]["id"] == id)?;
@@ -649,7 +518,7 @@ async fn requests_succeed_while_the_server_floods_stderr() {
     fake.wait_ready().await;
     for _ in 0..REQUESTS {
         let started = Instant::now();
-        assert_echo(&fake.request(None).await, &fake.uri());
+        assert_echo(&fake.request(None).await, &fake.uri("a.fake"));
         assert!(started.elapsed() < PROMPT, "took {:?}", started.elapsed());
     }
     let entry = fake.entry().await;
@@ -665,7 +534,7 @@ async fn requests_succeed_despite_garbage_on_stdout() {
     let fake = Fake::start("garbage_stdout", |_, _| {}).await;
     fake.wait_ready().await;
     for _ in 0..REQUESTS {
-        assert_echo(&fake.request(None).await, &fake.uri());
+        assert_echo(&fake.request(None).await, &fake.uri("a.fake"));
     }
     assert_eq!(fake.entry().await["restarts"], 0);
     fake.finish().await;
@@ -727,7 +596,7 @@ async fn server_requests_are_answered_and_registrations_listed() {
     })
     .await;
     fake.wait_ready().await;
-    assert_echo(&fake.request(None).await, &fake.uri());
+    assert_echo(&fake.request(None).await, &fake.uri("a.fake"));
 
     let log = read_log(&fake.log);
     let answer = |id: &str| {
@@ -775,9 +644,7 @@ async fn work_done_progress_drives_indexing_then_ready() {
     // Requests are forwarded while indexing.
     let mut params = fake.request_params(None);
     params["method"] = json!("fake/finishIndexing");
-    let answer = fake
-        .call(fake.next_request_id(), GateMethod::Request, params)
-        .await;
+    let answer = fake.call(GateMethod::Request, params).await;
     assert_eq!(answer["result"]["lspResult"], Value::Null, "{answer}");
     fake.wait_ready().await;
     let entry = fake.entry().await;
@@ -807,7 +674,7 @@ async fn cancelling_a_request_cancels_it_on_the_server() {
     };
     let server_id = fake
         .wait_log("the request reaching the server", |log| {
-            Some(log.iter().find(|m| m["method"] == LSP_METHOD)?["id"].clone())
+            Some(log.iter().find(|m| m["method"] == HOVER)?["id"].clone())
         })
         .await;
     let started = Instant::now();

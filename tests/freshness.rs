@@ -30,30 +30,26 @@
 
 mod support;
 
-use support::copy_tree;
+use support::recorded::{
+    file_uri, fixture_copy, recorded_registry, recorder, request_params, uri_path, Recorded,
+    SESSION_ID,
+};
+use support::require;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use acp_lsp::acp::relay::{self, RelayEnd, RelayOptions};
 use acp_lsp::gate::{Gate, GateConfig, GateMethod};
-use acp_lsp::jsonrpc::RequestId;
-use acp_lsp::lsp::config::Config;
-use acp_lsp::lsp::detect::find_on_path;
-use acp_lsp::lsp::registry::{Registry, RegistryOptions};
-use acp_lsp::record::Recorder;
-use serde_json::value::RawValue;
 use serde_json::{json, Value};
 use tokio::io::{duplex, AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream};
 
 /// `waitUntilReady` of a test's first `lsp/request`, in milliseconds
 /// (rust-analyzer needs ~3-10 s on two cores; the tests run in parallel).
 const WAIT_UNTIL_READY_MS: u64 = 90_000;
-/// Upper bound on one gate call (above the gate's own deadline).
-const CALL_TIMEOUT: Duration = Duration::from_secs(150);
 /// Longest wait for the proxy's watcher to forward a disk change to a server
 /// (coalescing window of 20 ms plus dispatch; generous for a loaded machine).
 const FORWARD_TIMEOUT: Duration = Duration::from_secs(10);
@@ -70,7 +66,6 @@ const IO_TIMEOUT: Duration = Duration::from_secs(30);
 const PIPE_BUFFER: usize = 64 * 1024;
 /// Iterations of the read-your-writes and version-order tests.
 const ROUNDS: usize = 1_000;
-const SESSION_ID: &str = "s1";
 /// LSP `FileChangeType`.
 const CREATED: u64 = 1;
 const CHANGED: u64 = 2;
@@ -82,98 +77,41 @@ const CONTENT_MODIFIED: i64 = -32801;
 // Harness: a registry and gate over a fresh copy of a fixture, recorded
 // ---------------------------------------------------------------------------
 
+/// A fixture copy's [`Recorded`] harness (`Deref`s to it).
 struct Harness {
-    _project: tempfile::TempDir,
-    _recording_dir: tempfile::TempDir,
-    /// The copy's canonical path (the registry canonicalizes session roots).
-    root: PathBuf,
-    recording: PathBuf,
-    recorder: Recorder,
-    registry: Arc<Registry>,
-    gate: Arc<Gate<Registry>>,
-    next_id: AtomicU64,
+    recorded: Recorded,
 }
 
-fn require(command: &str, install: &str) {
-    assert!(
-        find_on_path(command).is_some(),
-        "`{command}` is not on PATH; install it with `{install}`"
-    );
+impl std::ops::Deref for Harness {
+    type Target = Recorded;
+
+    fn deref(&self) -> &Recorded {
+        &self.recorded
+    }
 }
 
 /// A fresh copy of `tests/projects/<fixture>` with `extra` files written into
-/// it, and a recorder outside it (where no server looks).
+/// it.
 fn project(fixture: &str, extra: &[(&str, &str)]) -> (tempfile::TempDir, PathBuf) {
-    let source = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/projects")
-        .join(fixture);
-    let project = tempfile::Builder::new()
-        .prefix(&format!("acp-lsp-fresh-{fixture}-"))
-        .tempdir()
-        .expect("create a temporary directory");
-    copy_tree(&source, project.path());
+    fixture_copy(fixture, "acp-lsp-fresh-", |root| write_extra(root, extra))
+}
+
+fn write_extra(root: &Path, extra: &[(&str, &str)]) {
     for (file, text) in extra {
-        std::fs::write(project.path().join(file), text).expect("write an extra fixture file");
+        std::fs::write(root.join(file), text).expect("write an extra fixture file");
     }
-    let root = project
-        .path()
-        .canonicalize()
-        .expect("canonicalize the temporary project");
-    (project, root)
-}
-
-fn recorder() -> (tempfile::TempDir, PathBuf, Recorder) {
-    let dir = tempfile::tempdir().expect("create a temporary directory");
-    let path = dir.path().join("record.jsonl");
-    let recorder = Recorder::create(&path).expect("create the recording");
-    (dir, path, recorder)
-}
-
-fn registry(recorder: &Recorder) -> Arc<Registry> {
-    Registry::new(
-        Config::builtin(),
-        RegistryOptions {
-            lazy: false,
-            recorder: Some(recorder.clone()),
-            max_watches: None,
-        },
-    )
 }
 
 impl Harness {
     fn start(fixture: &str, extra: &[(&str, &str)]) -> Harness {
-        let (project, root) = project(fixture, extra);
-        let (recording_dir, recording, recorder) = recorder();
-        let registry = registry(&recorder);
-        let gate = Gate::new(Arc::clone(&registry), GateConfig::default());
-        gate.open_session(SESSION_ID, vec![root.clone()]);
         Harness {
-            _project: project,
-            _recording_dir: recording_dir,
-            root,
-            recording,
-            recorder,
-            registry,
-            gate,
-            next_id: AtomicU64::new(1),
+            recorded: Recorded::start(fixture, "acp-lsp-fresh-", |root| write_extra(root, extra)),
         }
     }
 
     /// One gate call; the whole response.
     async fn call(&self, method: GateMethod, params: Value) -> Value {
-        let n = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let id_raw = RawValue::from_string(n.to_string()).expect("an integer is JSON");
-        let params_raw = RawValue::from_string(params.to_string()).expect("a Value is JSON");
-        let bytes = tokio::time::timeout(
-            CALL_TIMEOUT,
-            self.gate
-                .call(RequestId::from_raw(&id_raw), method, Some(params_raw)),
-        )
-        .await
-        .unwrap_or_else(|_| panic!("no answer within {CALL_TIMEOUT:?} to {params}"));
-        let response: Value = serde_json::from_slice(&bytes).expect("the gate answers JSON");
-        assert_eq!(response["id"], json!(n), "{response}");
-        response
+        self.response(method, params).await
     }
 
     /// The `lsp/servers` entry of the session's server called `name`.
@@ -235,16 +173,11 @@ impl Harness {
         params: Value,
         wait_until_ready_ms: Option<u64>,
     ) -> Value {
-        let mut outer = json!({
-            "sessionId": SESSION_ID,
-            "serverId": server_id,
-            "method": method,
-            "params": params,
-        });
-        if let Some(ms) = wait_until_ready_ms {
-            outer["waitUntilReady"] = json!(ms);
-        }
-        self.call(GateMethod::Request, outer).await
+        self.call(
+            GateMethod::Request,
+            request_params(server_id, method, params, wait_until_ready_ms),
+        )
+        .await
     }
 
     /// `lsp/request`; the `result` (fails on an error answer).
@@ -269,10 +202,6 @@ impl Harness {
         self.root.join(file)
     }
 
-    fn uri(&self, file: &str) -> String {
-        file_uri(&self.path(file))
-    }
-
     /// `{textDocument, position}` at the first `needle` on 0-based `line` of
     /// the file as it is on disk now.
     fn at(&self, file: &str, line: u32, needle: &str) -> Value {
@@ -281,14 +210,7 @@ impl Harness {
 
     /// A URI's path relative to the project root.
     fn relative(&self, uri: &str) -> String {
-        let path = url::Url::parse(uri)
-            .ok()
-            .and_then(|u| u.to_file_path().ok())
-            .unwrap_or_else(|| panic!("not a file URI: {uri}"));
-        path.strip_prefix(&self.root)
-            .unwrap_or_else(|_| panic!("{uri} is outside the project {}", self.root.display()))
-            .to_string_lossy()
-            .into_owned()
+        self.relative_path(&uri_path(uri), uri)
     }
 
     /// (file, start line) of a definition result; empty for `null`/`[]`.
@@ -325,12 +247,6 @@ impl Harness {
     async fn shutdown(&self) {
         self.registry.shutdown().await;
     }
-}
-
-fn file_uri(path: &Path) -> String {
-    url::Url::from_file_path(path)
-        .expect("an absolute path")
-        .to_string()
 }
 
 fn position_params(path: &Path, uri: &str, line: u32, needle: &str) -> Value {
@@ -973,7 +889,7 @@ async fn read_your_writes_through_the_relay() {
     let file = root.join("shapes/values.py");
     let uri = file_uri(&file);
     let (_recording_dir, _recording, recorder) = recorder();
-    let registry = registry(&recorder);
+    let registry = recorded_registry(&recorder);
     let gate = Gate::new(Arc::clone(&registry), GateConfig::default());
 
     let (editor_in, editor_w) = duplex(PIPE_BUFFER);

@@ -37,6 +37,27 @@ fn fake_spec(mode: &str, dir: &Path) -> SpawnSpec {
     spec
 }
 
+/// [`fake_spec`] with the environment variable `var` naming `dir/file` (a pid
+/// file or log the fake writes); also returns that path.
+fn fake_spec_naming(mode: &str, dir: &Path, var: &str, file: &str) -> (SpawnSpec, PathBuf) {
+    let path = dir.join(file);
+    let mut spec = fake_spec(mode, dir);
+    spec.env_extra
+        .insert(var.into(), path.display().to_string());
+    (spec, path)
+}
+
+/// [`fake_spec`] whose fake logs every message it receives to the returned file.
+fn logging_spec(mode: &str, dir: &Path) -> (SpawnSpec, PathBuf) {
+    fake_spec_naming(mode, dir, "FAKE_LSP_LOG", "received.jsonl")
+}
+
+/// [`fake_spec`] for a mode that forks a grandchild: it writes the
+/// grandchild's pid to the returned file.
+fn grandchild_spec(mode: &str, dir: &Path) -> (SpawnSpec, PathBuf) {
+    fake_spec_naming(mode, dir, "FAKE_LSP_GRANDCHILD_PID_FILE", "grandchild.pid")
+}
+
 fn sh_spec(script: &str, dir: &Path) -> SpawnSpec {
     let mut spec = SpawnSpec::new("sh", dir);
     spec.args = vec!["-c".into(), script.into()];
@@ -57,6 +78,32 @@ async fn read_pid_file(path: &Path) -> u32 {
         );
         tokio::time::sleep(POLL_INTERVAL).await;
     }
+}
+
+/// Closes the child's stdin and reads its stdout to the end; `finished` says
+/// what its end means.
+async fn read_all_output(io: ServerIo, finished: &str) -> String {
+    drop(io.stdin);
+    let mut stdout = io.stdout;
+    let mut out = String::new();
+    tokio::time::timeout(IO_TIMEOUT, stdout.read_to_string(&mut out))
+        .await
+        .expect(finished)
+        .expect("read stdout");
+    out
+}
+
+/// Waits (bounded) for `server` to exit; `what` names that for a timeout.
+async fn reaped(server: &mut ServerProcess, what: &str) -> std::process::ExitStatus {
+    tokio::time::timeout(IO_TIMEOUT, server.wait())
+        .await
+        .expect(what)
+        .expect("wait")
+}
+
+/// Asserts that every process of `pids` leaves /proc.
+async fn assert_all_gone(pids: &[u32]) {
+    assert_eq!(wait_until_gone(pids, GONE_TIMEOUT).await, Vec::<u32>::new());
 }
 
 /// A minimal LSP client over the server's pipes.
@@ -171,13 +218,7 @@ async fn env_is_sanitized_passthrough_kept_and_extras_applied() {
     spec.env_extra
         .insert("ACP_LSP_TEST_PLAIN".into(), "overridden".into());
     let (mut server, io) = ServerProcess::spawn("env", &spec).expect("spawn sh");
-    drop(io.stdin);
-    let mut stdout = io.stdout;
-    let mut out = String::new();
-    tokio::time::timeout(IO_TIMEOUT, stdout.read_to_string(&mut out))
-        .await
-        .expect("env finished")
-        .expect("read env output");
+    let out = read_all_output(io, "env finished").await;
     assert!(server.wait().await.expect("wait").success());
 
     let vars: Vec<(&str, &str)> = out
@@ -204,13 +245,11 @@ async fn stderr_flood_does_not_block_the_child() {
         format!("head -c {FLOOD} /dev/zero | tr '\\000' e >&2; printf %s {MARKER} >&2; echo done");
     let (mut server, io) =
         ServerProcess::spawn("flood", &sh_spec(&script, dir.path())).expect("spawn sh");
-    drop(io.stdin);
-    let mut stdout = io.stdout;
-    let mut out = String::new();
-    tokio::time::timeout(IO_TIMEOUT, stdout.read_to_string(&mut out))
-        .await
-        .expect("the child finished writing 20 MB to stderr and was not blocked")
-        .expect("read stdout");
+    let out = read_all_output(
+        io,
+        "the child finished writing 20 MB to stderr and was not blocked",
+    )
+    .await;
     assert_eq!(out, "done\n");
     assert!(server.wait().await.expect("wait").success());
 
@@ -270,10 +309,7 @@ async fn fake_server_answers_while_flooding_stderr() {
 #[tokio::test]
 async fn cooperative_server_exits_within_grace_and_gets_what_was_sent() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let log = dir.path().join("received.jsonl");
-    let mut spec = fake_spec("", dir.path());
-    spec.env_extra
-        .insert("FAKE_LSP_LOG".into(), log.display().to_string());
+    let (spec, log) = logging_spec("", dir.path());
     let (mut server, io) = ServerProcess::spawn("fake", &spec).expect("spawn");
     assert!(server.resident_memory_bytes().is_some_and(|rss| rss > 0));
     let mut client = Client::new(io);
@@ -324,10 +360,7 @@ async fn cooperative_server_exits_within_grace_and_gets_what_was_sent() {
 #[tokio::test]
 async fn fake_server_echoes_ids_and_params_byte_for_byte() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let log = dir.path().join("received.jsonl");
-    let mut spec = fake_spec("", dir.path());
-    spec.env_extra
-        .insert("FAKE_LSP_LOG".into(), log.display().to_string());
+    let (spec, log) = logging_spec("", dir.path());
     let (mut server, io) = ServerProcess::spawn("fake", &spec).expect("spawn");
     let mut client = Client::new(io);
     client.initialize().await;
@@ -372,12 +405,7 @@ async fn terminate_sends_sigterm_when_the_server_does_not_exit() {
 #[tokio::test]
 async fn terminate_escalates_to_sigkill_and_clears_the_group() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let pid_file = dir.path().join("grandchild.pid");
-    let mut spec = fake_spec("ignore_shutdown,fork_grandchild", dir.path());
-    spec.env_extra.insert(
-        "FAKE_LSP_GRANDCHILD_PID_FILE".into(),
-        pid_file.display().to_string(),
-    );
+    let (spec, pid_file) = grandchild_spec("ignore_shutdown,fork_grandchild", dir.path());
     let (mut server, io) = ServerProcess::spawn("stubborn", &spec).expect("spawn");
     let leader = server.pid().expect("running");
     let mut client = Client::new(io);
@@ -396,21 +424,13 @@ async fn terminate_escalates_to_sigkill_and_clears_the_group() {
         matches!(ended, Termination::Killed(Some(status)) if status.signal() == Some(libc::SIGKILL)),
         "{ended:?}"
     );
-    assert_eq!(
-        wait_until_gone(&[leader, grandchild], GONE_TIMEOUT).await,
-        Vec::<u32>::new()
-    );
+    assert_all_gone(&[leader, grandchild]).await;
 }
 
 #[tokio::test]
 async fn drop_kills_the_group_including_a_grandchild() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let pid_file = dir.path().join("grandchild.pid");
-    let mut spec = fake_spec("fork_grandchild", dir.path());
-    spec.env_extra.insert(
-        "FAKE_LSP_GRANDCHILD_PID_FILE".into(),
-        pid_file.display().to_string(),
-    );
+    let (spec, pid_file) = grandchild_spec("fork_grandchild", dir.path());
     let (server, io) = ServerProcess::spawn("dropped", &spec).expect("spawn");
     let leader = server.pid().expect("running");
     let mut client = Client::new(io);
@@ -419,48 +439,34 @@ async fn drop_kills_the_group_including_a_grandchild() {
     assert_eq!(alive_among(&[leader, grandchild]), [leader, grandchild]);
 
     drop(server);
-    assert_eq!(
-        wait_until_gone(&[leader, grandchild], GONE_TIMEOUT).await,
-        Vec::<u32>::new()
-    );
+    assert_all_gone(&[leader, grandchild]).await;
     drop(client);
 }
 
 #[tokio::test]
 async fn kill_group_now_kills_leader_and_grandchild() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let pid_file = dir.path().join("grandchild.pid");
-    let mut spec = fake_spec("fork_grandchild,hang", dir.path());
-    spec.env_extra.insert(
-        "FAKE_LSP_GRANDCHILD_PID_FILE".into(),
-        pid_file.display().to_string(),
-    );
+    let (spec, pid_file) = grandchild_spec("fork_grandchild,hang", dir.path());
     let (mut server, io) = ServerProcess::spawn("killed", &spec).expect("spawn");
     let leader = server.pid().expect("running");
     let _client = Client::new(io);
     let grandchild = read_pid_file(&pid_file).await;
 
     server.kill_group_now();
-    let status = tokio::time::timeout(IO_TIMEOUT, server.wait())
-        .await
-        .expect("killed server is reaped")
-        .expect("wait");
+    let status = reaped(&mut server, "killed server is reaped").await;
     assert_eq!(status.signal(), Some(libc::SIGKILL));
     assert_eq!(server.try_exit_status(), Some(status));
-    assert_eq!(
-        wait_until_gone(&[leader, grandchild], GONE_TIMEOUT).await,
-        Vec::<u32>::new()
-    );
+    assert_all_gone(&[leader, grandchild]).await;
 }
 
 #[tokio::test]
 async fn sigkill_of_the_spawning_process_kills_the_server() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let pid_file = dir.path().join("child.pid");
-    let mut spec = fake_spec("spawn_child_via_library", dir.path());
-    spec.env_extra.insert(
-        "FAKE_LSP_CHILD_PID_FILE".into(),
-        pid_file.display().to_string(),
+    let (spec, pid_file) = fake_spec_naming(
+        "spawn_child_via_library",
+        dir.path(),
+        "FAKE_LSP_CHILD_PID_FILE",
+        "child.pid",
     );
     let (mut proxy, _io) = ServerProcess::spawn("stand-in proxy", &spec).expect("spawn");
     let proxy_pid = proxy.pid().expect("running");
@@ -480,15 +486,9 @@ async fn sigkill_of_the_spawning_process_kills_the_server() {
         )
     };
     assert_eq!(rc, 0);
-    let status = tokio::time::timeout(IO_TIMEOUT, proxy.wait())
-        .await
-        .expect("stand-in proxy reaped")
-        .expect("wait");
+    let status = reaped(&mut proxy, "stand-in proxy reaped").await;
     assert_eq!(status.signal(), Some(libc::SIGKILL));
-    assert_eq!(
-        wait_until_gone(&[child], GONE_TIMEOUT).await,
-        Vec::<u32>::new()
-    );
+    assert_all_gone(&[child]).await;
 }
 
 #[tokio::test]
@@ -511,10 +511,7 @@ async fn crash_exit_codes_are_reported() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (mut server, _io) =
         ServerProcess::spawn("crash", &fake_spec("crash_on_start", dir.path())).expect("spawn");
-    let status = tokio::time::timeout(IO_TIMEOUT, server.wait())
-        .await
-        .expect("exits")
-        .expect("wait");
+    let status = reaped(&mut server, "exits").await;
     assert_eq!(status.code(), Some(4));
 
     let (mut server, io) =
@@ -524,10 +521,7 @@ async fn crash_exit_codes_are_reported() {
     client
         .send(json!({"jsonrpc": "2.0", "id": 2, "method": "textDocument/hover", "params": {}}))
         .await;
-    let status = tokio::time::timeout(IO_TIMEOUT, server.wait())
-        .await
-        .expect("exits")
-        .expect("wait");
+    let status = reaped(&mut server, "exits").await;
     assert_eq!(status.code(), Some(3));
     assert_eq!(server.try_exit_status(), Some(status));
 }
@@ -535,10 +529,7 @@ async fn crash_exit_codes_are_reported() {
 #[tokio::test]
 async fn server_requests_must_be_answered_before_other_requests() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let log = dir.path().join("received.jsonl");
-    let mut spec = fake_spec("server_requests", dir.path());
-    spec.env_extra
-        .insert("FAKE_LSP_LOG".into(), log.display().to_string());
+    let (spec, log) = logging_spec("server_requests", dir.path());
     let (mut server, io) = ServerProcess::spawn("stalling", &spec).expect("spawn");
     let mut client = Client::new(io);
     client.initialize().await;

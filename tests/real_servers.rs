@@ -12,20 +12,16 @@
 mod support;
 
 use support::procfs::{group_members, process_alive};
-use support::{copy_tree, write_compile_commands};
+use support::recorded::{request_params, uri_path, Recorded, SESSION_ID};
+use support::require;
+use support::write_compile_commands;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use acp_lsp::gate::{Gate, GateConfig, GateMethod, ServerState};
-use acp_lsp::jsonrpc::RequestId;
-use acp_lsp::lsp::config::Config;
-use acp_lsp::lsp::detect::find_on_path;
-use acp_lsp::lsp::registry::{Registry, RegistryOptions};
-use acp_lsp::record::Recorder;
-use serde_json::value::RawValue;
+use acp_lsp::gate::{GateMethod, ServerState};
 use serde_json::{json, Value};
 
 /// Longest wait for a server to reach `ready` (rust-analyzer needs ~3-10 s on
@@ -33,16 +29,12 @@ use serde_json::{json, Value};
 const READY_TIMEOUT: Duration = Duration::from_secs(120);
 /// `waitUntilReady` of the first `lsp/request`, in milliseconds.
 const WAIT_UNTIL_READY_MS: u64 = 60_000;
-/// Upper bound on one gate call (the gate's own deadline is the server's
-/// request timeout plus `waitUntilReady`, below this).
-const CALL_TIMEOUT: Duration = Duration::from_secs(150);
 /// Longest wait for a stopped server's processes to leave /proc.
 const EXIT_TIMEOUT: Duration = Duration::from_secs(20);
 /// Pause between two looks at /proc.
 const POLL_INTERVAL: Duration = Duration::from_millis(20);
 /// Length of a hyphenated UUID, the form of `serverId`.
 const UUID_LEN: usize = 36;
-const SESSION_ID: &str = "s1";
 
 /// A position in a fixture file: the first occurrence of `needle` on the
 /// 0-based `line` (so a fixture edit that moves things fails loudly).
@@ -229,12 +221,7 @@ async fn typescript_language_server_answers_cross_file() {
 }
 
 async fn run_case(case: &Case) {
-    assert!(
-        find_on_path(case.command).is_some(),
-        "`{}` is not on PATH; install it with `{}`",
-        case.command,
-        case.install
-    );
+    require(case.command, case.install);
     let h = Harness::start(case.fixture, case.prepare);
 
     // lsp/servers lists the server as soon as detection is done.
@@ -436,82 +423,34 @@ async fn run_case(case: &Case) {
     );
 }
 
-/// One registry and gate over a fresh copy of a fixture.
+/// A fixture copy's [`Recorded`] harness (`Deref`s to it).
 struct Harness {
-    _project: tempfile::TempDir,
-    _recording_dir: tempfile::TempDir,
-    /// The copy's canonical path (the registry canonicalizes session roots).
-    root: PathBuf,
-    recording: PathBuf,
-    recorder: Recorder,
-    registry: Arc<Registry>,
-    gate: Arc<Gate<Registry>>,
-    opened: Instant,
-    next_id: std::sync::atomic::AtomicU64,
+    recorded: Recorded,
+}
+
+impl std::ops::Deref for Harness {
+    type Target = Recorded;
+
+    fn deref(&self) -> &Recorded {
+        &self.recorded
+    }
 }
 
 impl Harness {
     fn start(fixture: &str, prepare: Option<fn(&Path)>) -> Harness {
-        let source = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/projects")
-            .join(fixture);
-        let project = tempfile::Builder::new()
-            .prefix(&format!("acp-lsp-{fixture}-"))
-            .tempdir()
-            .expect("create a temporary directory");
-        copy_tree(&source, project.path());
-        let root = project
-            .path()
-            .canonicalize()
-            .expect("canonicalize the temporary project");
-        if let Some(prepare) = prepare {
-            prepare(&root);
-        }
-        // The recording lives outside the project, where no server looks.
-        let recording_dir = tempfile::tempdir().expect("create a temporary directory");
-        let recording = recording_dir.path().join("record.jsonl");
-        let recorder = Recorder::create(&recording).expect("create the recording");
-        let registry = Registry::new(
-            Config::builtin(),
-            RegistryOptions {
-                lazy: false,
-                recorder: Some(recorder.clone()),
-                max_watches: None,
-            },
-        );
-        let gate = Gate::new(Arc::clone(&registry), GateConfig::default());
-        let opened = Instant::now();
-        gate.open_session(SESSION_ID, vec![root.clone()]);
         Harness {
-            _project: project,
-            _recording_dir: recording_dir,
-            root,
-            recording,
-            recorder,
-            registry,
-            gate,
-            opened,
-            next_id: std::sync::atomic::AtomicU64::new(1),
+            recorded: Recorded::start(fixture, "acp-lsp-", |root| {
+                if let Some(prepare) = prepare {
+                    prepare(root);
+                }
+            }),
         }
     }
 
     /// Sends one gate call and returns the response's `result` (fails on an error).
     async fn call(&self, method: GateMethod, params: Value) -> Value {
-        let n = self
-            .next_id
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let id_raw = RawValue::from_string(n.to_string()).expect("an integer is JSON");
-        let params_raw = RawValue::from_string(params.to_string()).expect("a Value is JSON");
-        let bytes = tokio::time::timeout(
-            CALL_TIMEOUT,
-            self.gate
-                .call(RequestId::from_raw(&id_raw), method, Some(params_raw)),
-        )
-        .await
-        .unwrap_or_else(|_| panic!("no answer within {CALL_TIMEOUT:?} to {params}"));
-        let response: Value = serde_json::from_slice(&bytes).expect("the gate answers JSON");
+        let response = self.response(method, params.clone()).await;
         assert_eq!(response["jsonrpc"], json!("2.0"));
-        assert_eq!(response["id"], json!(n));
         assert!(
             response.get("error").is_none(),
             "error answer to {params}: {response}"
@@ -534,22 +473,11 @@ impl Harness {
         params: Value,
         wait_until_ready_ms: Option<u64>,
     ) -> Value {
-        let mut outer = json!({
-            "sessionId": SESSION_ID,
-            "serverId": server_id,
-            "method": method,
-            "params": params,
-        });
-        if let Some(ms) = wait_until_ready_ms {
-            outer["waitUntilReady"] = json!(ms);
-        }
-        self.call(GateMethod::Request, outer).await
-    }
-
-    fn uri(&self, file: &str) -> String {
-        url::Url::from_file_path(self.root.join(file))
-            .expect("an absolute path")
-            .to_string()
+        self.call(
+            GateMethod::Request,
+            request_params(server_id, method, params, wait_until_ready_ms),
+        )
+        .await
     }
 
     /// `{textDocument, position}` for a spot, the character in UTF-16 units.
@@ -575,15 +503,9 @@ impl Harness {
 
     /// A URI's path relative to the project root.
     fn relative(&self, uri: &str) -> String {
-        let path = url::Url::parse(uri)
-            .ok()
-            .and_then(|u| u.to_file_path().ok())
-            .unwrap_or_else(|| panic!("not a file URI: {uri}"));
+        let path = uri_path(uri);
         let path = path.canonicalize().unwrap_or(path);
-        path.strip_prefix(&self.root)
-            .unwrap_or_else(|_| panic!("{uri} is outside the project {}", self.root.display()))
-            .to_string_lossy()
-            .into_owned()
+        self.relative_path(&path, uri)
     }
 
     /// (file, start line) of a `Location`, `Location[]` or `LocationLink[]`.

@@ -310,6 +310,13 @@ impl Harness {
         Harness::with(Setup::default())
     }
 
+    /// [`Harness::start`] with session `s1` open on `/ws/proj`.
+    async fn in_session() -> Harness {
+        let mut h = Harness::start();
+        h.open_session("s1", "/ws/proj", &[]).await;
+        h
+    }
+
     fn with(setup: Setup) -> Harness {
         let host = FakeHost::new();
         let gate = Gate::new(Arc::clone(&host), setup.config);
@@ -372,6 +379,27 @@ impl Harness {
         read_line(&mut self.agent_r, "agent").await
     }
 
+    /// The editor sends `line`; the agent gets it unchanged.
+    async fn editor_passes(&mut self, line: &str) {
+        self.editor_send(line).await;
+        assert_eq!(self.agent_recv().await, line);
+    }
+
+    /// The agent sends `line`; the editor gets it unchanged.
+    async fn agent_passes(&mut self, line: &str) {
+        self.agent_send(line).await;
+        assert_eq!(self.editor_recv().await, line);
+    }
+
+    /// The agent sends `line` and gets an error answer to `id` with `code`
+    /// and `reason` (see [`expect_error`]); returns its `data`.
+    async fn agent_error(&mut self, line: &str, id: Value, code: i64, reason: &str) -> Value {
+        self.agent_send(line).await;
+        let answer = self.agent_recv_json().await;
+        assert_eq!(answer["id"], id);
+        expect_error(&answer, code, reason)
+    }
+
     async fn agent_recv_json(&mut self) -> Value {
         let line = self.agent_recv().await;
         parse(&line)
@@ -400,16 +428,14 @@ impl Harness {
             "params": {"cwd": cwd, "additionalDirectories": additional, "mcpServers": []},
         })
         .to_string();
-        self.editor_send(&request).await;
-        assert_eq!(self.agent_recv().await, request);
+        self.editor_passes(&request).await;
         let response = json!({
             "jsonrpc": "2.0",
             "id": format!("new-{session_id}"),
             "result": {"sessionId": session_id},
         })
         .to_string();
-        self.agent_send(&response).await;
-        assert_eq!(self.editor_recv().await, response);
+        self.agent_passes(&response).await;
     }
 
     /// Sends the agent's `lsp/request` and returns the proxy's answer.
@@ -562,8 +588,7 @@ async fn v1_initialize_gains_the_lsp_capability_and_keeps_the_rest() {
 
     // The agent's answer goes back untouched.
     let answer = r#"{"jsonrpc":"2.0","id":18446744073709551616,"result":{"protocolVersion":1,"agentCapabilities":{}}}"#;
-    h.agent_send(answer).await;
-    assert_eq!(h.editor_recv().await, answer);
+    h.agent_passes(answer).await;
 }
 
 #[tokio::test]
@@ -586,8 +611,7 @@ const INIT_WITH_LSP: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","pa
 #[tokio::test]
 async fn an_editor_with_lsp_keeps_initialize_and_gets_the_agents_lsp_calls() {
     let mut h = Harness::start();
-    h.editor_send(INIT_WITH_LSP).await;
-    assert_eq!(h.agent_recv().await, INIT_WITH_LSP);
+    h.editor_passes(INIT_WITH_LSP).await;
 
     // Passthrough: the agent's lsp calls go to the editor, byte for byte.
     for line in [
@@ -595,13 +619,11 @@ async fn an_editor_with_lsp_keeps_initialize_and_gets_the_agents_lsp_calls() {
         r#"{"jsonrpc":"2.0","id":2,"method":"_zed.dev/lsp/request","params":{"sessionId":"s1","serverId":"x","method":"textDocument/hover","params":{}}}"#,
         r#"{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":2}}"#,
     ] {
-        h.agent_send(line).await;
-        assert_eq!(h.editor_recv().await, line);
+        h.agent_passes(line).await;
     }
     // And the editor's answer goes back untouched.
     let answer = r#"{"jsonrpc":"2.0","id":1,"result":{"servers":[],"fromTheEditor":true}}"#;
-    h.editor_send(answer).await;
-    assert_eq!(h.agent_recv().await, answer);
+    h.editor_passes(answer).await;
     assert!(h.host.calls().is_empty());
 }
 
@@ -635,8 +657,7 @@ async fn lsp_mode_own_answers_even_when_the_editor_has_lsp() {
 
 #[tokio::test]
 async fn lsp_servers_is_answered_under_every_spelling_with_the_id_echoed() {
-    let mut h = Harness::start();
-    h.open_session("s1", "/ws/proj", &[]).await;
+    let mut h = Harness::in_session().await;
     for (id, method) in [
         ("\"7\"", "lsp/servers"),
         ("7", "_lsp/servers"),
@@ -703,33 +724,26 @@ async fn session_lifecycle_commits_roots_only_on_success() {
     // An error answer commits nothing, and a late duplicate success for the
     // same id no longer matches a pending request.
     let request = r#"{"jsonrpc":"2.0","id":20,"method":"session/new","params":{"cwd":"/ws/x","mcpServers":[]}}"#;
-    h.editor_send(request).await;
-    assert_eq!(h.agent_recv().await, request);
+    h.editor_passes(request).await;
     let failure = r#"{"jsonrpc":"2.0","id":20,"error":{"code":-32603,"message":"no"}}"#;
-    h.agent_send(failure).await;
-    assert_eq!(h.editor_recv().await, failure);
+    h.agent_passes(failure).await;
     let late = r#"{"jsonrpc":"2.0","id":20,"result":{"sessionId":"s2"}}"#;
-    h.agent_send(late).await;
-    assert_eq!(h.editor_recv().await, late);
+    h.agent_passes(late).await;
     assert_eq!(h.host.opened().len(), 1);
     expect_error(&h.lsp_servers(3, "s2").await, -32602, "unknown_session");
 
     // A success answer to a request with another id (here "20" ≠ 20) commits nothing either.
     let request = r#"{"jsonrpc":"2.0","id":21,"method":"session/new","params":{"cwd":"/ws/y","mcpServers":[]}}"#;
-    h.editor_send(request).await;
-    assert_eq!(h.agent_recv().await, request);
+    h.editor_passes(request).await;
     let wrong_id = r#"{"jsonrpc":"2.0","id":"21","result":{"sessionId":"s3"}}"#;
-    h.agent_send(wrong_id).await;
-    assert_eq!(h.editor_recv().await, wrong_id);
+    h.agent_passes(wrong_id).await;
     expect_error(&h.lsp_servers(4, "s3").await, -32602, "unknown_session");
 
     // session/close: dropped on success.
     let close = r#"{"jsonrpc":"2.0","id":30,"method":"session/close","params":{"sessionId":"s1"}}"#;
-    h.editor_send(close).await;
-    assert_eq!(h.agent_recv().await, close);
+    h.editor_passes(close).await;
     let closed = r#"{"jsonrpc":"2.0","id":30,"result":{}}"#;
-    h.agent_send(closed).await;
-    assert_eq!(h.editor_recv().await, closed);
+    h.agent_passes(closed).await;
     assert_eq!(h.host.closed(), vec!["s1".to_string()]);
     expect_error(&h.lsp_servers(5, "s1").await, -32602, "unknown_session");
 }
@@ -739,11 +753,9 @@ async fn session_close_that_fails_keeps_the_session() {
     let mut h = Harness::start();
     h.open_session("s1", "/ws/a", &[]).await;
     let close = r#"{"jsonrpc":"2.0","id":30,"method":"session/close","params":{"sessionId":"s1"}}"#;
-    h.editor_send(close).await;
-    assert_eq!(h.agent_recv().await, close);
+    h.editor_passes(close).await;
     let failed = r#"{"jsonrpc":"2.0","id":30,"error":{"code":-32601,"message":"no close"}}"#;
-    h.agent_send(failed).await;
-    assert_eq!(h.editor_recv().await, failed);
+    h.agent_passes(failed).await;
     assert!(h.host.closed().is_empty());
     assert!(h.lsp_servers(1, "s1").await.get("result").is_some());
 }
@@ -754,12 +766,10 @@ async fn session_load_and_fork_commit_their_roots() {
 
     // session/load: the id is in the request; the result may be null.
     let load = r#"{"jsonrpc":"2.0","id":1,"method":"session/load","params":{"sessionId":"old","cwd":"/ws/l","additionalDirectories":["/ws/m"],"mcpServers":[]}}"#;
-    h.editor_send(load).await;
-    assert_eq!(h.agent_recv().await, load);
+    h.editor_passes(load).await;
     expect_error(&h.lsp_servers(100, "old").await, -32602, "unknown_session");
     let loaded = r#"{"jsonrpc":"2.0","id":1,"result":null}"#;
-    h.agent_send(loaded).await;
-    assert_eq!(h.editor_recv().await, loaded);
+    h.agent_passes(loaded).await;
     assert_eq!(
         h.host.opened(),
         vec![(
@@ -771,11 +781,9 @@ async fn session_load_and_fork_commit_their_roots() {
 
     // session/fork without roots: the new id comes in the response, roots from the source.
     let fork = r#"{"jsonrpc":"2.0","id":2,"method":"session/fork","params":{"sessionId":"old"}}"#;
-    h.editor_send(fork).await;
-    assert_eq!(h.agent_recv().await, fork);
+    h.editor_passes(fork).await;
     let forked = r#"{"jsonrpc":"2.0","id":2,"result":{"sessionId":"child"}}"#;
-    h.agent_send(forked).await;
-    assert_eq!(h.editor_recv().await, forked);
+    h.agent_passes(forked).await;
     assert_eq!(
         h.host.opened()[1],
         (
@@ -786,11 +794,9 @@ async fn session_load_and_fork_commit_their_roots() {
 
     // session/fork with its own roots.
     let fork = r#"{"jsonrpc":"2.0","id":3,"method":"session/fork","params":{"sessionId":"old","cwd":"/ws/f"}}"#;
-    h.editor_send(fork).await;
-    assert_eq!(h.agent_recv().await, fork);
+    h.editor_passes(fork).await;
     let forked = r#"{"jsonrpc":"2.0","id":3,"result":{"sessionId":"child2"}}"#;
-    h.agent_send(forked).await;
-    assert_eq!(h.editor_recv().await, forked);
+    h.agent_passes(forked).await;
     assert_eq!(
         h.host.opened()[2],
         ("child2".to_string(), vec![PathBuf::from("/ws/f")])
@@ -804,8 +810,7 @@ async fn session_load_and_fork_commit_their_roots() {
 
 #[tokio::test]
 async fn refused_methods_get_method_not_found_and_never_reach_the_host() {
-    let mut h = Harness::start();
-    h.open_session("s1", "/ws/proj", &[]).await;
+    let mut h = Harness::in_session().await;
     let cases = [
         ("$/cancelRequest", "notification_method"),
         ("$/setTrace", "notification_method"),
@@ -838,8 +843,7 @@ async fn refused_methods_get_method_not_found_and_never_reach_the_host() {
 
 #[tokio::test]
 async fn execute_command_is_refused_unless_on_the_routes_allowlist() {
-    let mut h = Harness::start();
-    h.open_session("s1", "/ws/proj", &[]).await;
+    let mut h = Harness::in_session().await;
     h.host.set_route(RouteScript::Ok {
         execute_commands: vec!["fake.allowed".into()],
         request_timeout: Duration::from_secs(30),
@@ -979,8 +983,7 @@ async fn uris_outside_the_session_roots_are_refused() {
 
 #[tokio::test]
 async fn oversized_and_overdeep_params_are_refused_and_the_relay_keeps_going() {
-    let mut h = Harness::start();
-    h.open_session("s1", "/ws/proj", &[]).await;
+    let mut h = Harness::in_session().await;
 
     // Params over 4 MiB.
     let pad = "a".repeat(4 * 1024 * 1024 + 16);
@@ -998,10 +1001,8 @@ async fn oversized_and_overdeep_params_are_refused_and_the_relay_keeps_going() {
     let request = format!(
         r#"{{"jsonrpc":"2.0","id":2,"method":"lsp/request","params":{{"sessionId":"s1","serverId":"rust-analyzer","method":"textDocument/hover","params":{{"x":{deep}}}}}}}"#
     );
-    h.agent_send(&request).await;
-    let answer = h.agent_recv_json().await;
-    assert_eq!(answer["id"], json!(2));
-    expect_error(&answer, -32602, "params_too_deep");
+    h.agent_error(&request, json!(2), -32602, "params_too_deep")
+        .await;
 
     // Nesting depth 100,000: deeper than any recursive parser allows.
     let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
@@ -1031,11 +1032,13 @@ async fn oversized_and_overdeep_params_are_refused_and_the_relay_keeps_going() {
     expect_error(&parse(&line), -32602, "params_too_deep");
 
     // Broken but shallow: a parse error, still with the id.
-    h.agent_send(r#"{"jsonrpc":"2.0","id":9,"method":"lsp/servers","params":{"#)
-        .await;
-    let answer = h.agent_recv_json().await;
-    assert_eq!(answer["id"], json!(9));
-    expect_error(&answer, -32700, "parse_error");
+    h.agent_error(
+        r#"{"jsonrpc":"2.0","id":9,"method":"lsp/servers","params":{"#,
+        json!(9),
+        -32700,
+        "parse_error",
+    )
+    .await;
 
     assert!(h.host.calls().is_empty());
     h.assert_editor_got_nothing("limits").await;
@@ -1102,8 +1105,7 @@ async fn lines_longer_than_the_inspection_limit_stream_through_untouched() {
         r#"{{"jsonrpc":"2.0","id":1,"method":"lsp/servers","params":{{"sessionId":"s1","pad":"{}"}}}}"#,
         "z".repeat(1000)
     );
-    h.agent_send(&padded).await;
-    assert_eq!(h.editor_recv().await, padded);
+    h.agent_passes(&padded).await;
 }
 
 // ---------------------------------------------------------------------------
@@ -1112,8 +1114,7 @@ async fn lines_longer_than_the_inspection_limit_stream_through_untouched() {
 
 #[tokio::test]
 async fn a_mixed_batch_is_split_between_the_editor_and_our_answers() {
-    let mut h = Harness::start();
-    h.open_session("s1", "/ws/proj", &[]).await;
+    let mut h = Harness::in_session().await;
     let ours = r#"{"jsonrpc":"2.0","id":1,"method":"lsp/servers","params":{"sessionId":"s1"}}"#;
     let prompt = r#"{ "jsonrpc" : "2.0", "id" : 2, "method":"session/prompt","params":{"sessionId":"s1","prompt":[ ]}}"#;
     let note = r#"{"jsonrpc":"2.0","method":"session/update","params":{"t":"ü"}}"#;
@@ -1132,8 +1133,7 @@ async fn a_mixed_batch_is_split_between_the_editor_and_our_answers() {
 
 #[tokio::test]
 async fn an_all_ours_batch_forwards_nothing_and_an_empty_batch_passes() {
-    let mut h = Harness::start();
-    h.open_session("s1", "/ws/proj", &[]).await;
+    let mut h = Harness::in_session().await;
     let batch = format!(
         "[{},{}]",
         r#"{"jsonrpc":"2.0","id":"a","method":"_lsp/servers","params":{"sessionId":"s1"}}"#,
@@ -1149,14 +1149,11 @@ async fn an_all_ours_batch_forwards_nothing_and_an_empty_batch_passes() {
     expect_error(&answers[1], -32602, "unknown_session");
     h.assert_editor_got_nothing("all-ours").await;
 
-    h.agent_send("[]").await;
-    assert_eq!(h.editor_recv().await, "[]");
-    h.agent_send(" [ ] ").await;
-    assert_eq!(h.editor_recv().await, " [ ] ");
+    h.agent_passes("[]").await;
+    h.agent_passes(" [ ] ").await;
     // A batch with nothing of ours passes byte for byte.
     let theirs = r#"[{"jsonrpc":"2.0","method":"a"} , {"jsonrpc":"2.0","id":5,"result":null}]"#;
-    h.agent_send(theirs).await;
-    assert_eq!(h.editor_recv().await, theirs);
+    h.agent_passes(theirs).await;
 }
 
 // ---------------------------------------------------------------------------
@@ -1165,8 +1162,7 @@ async fn an_all_ours_batch_forwards_nothing_and_an_empty_batch_passes() {
 
 #[tokio::test]
 async fn cancel_request_of_ours_is_answered_and_swallowed() {
-    let mut h = Harness::start();
-    h.open_session("s1", "/ws/proj", &[]).await;
+    let mut h = Harness::in_session().await;
     h.host.set_reply(ReplyScript::WaitForCancel);
     let request = json!({"jsonrpc": "2.0", "id": "c1", "method": "lsp/request",
                          "params": hover("s1", "file:///ws/proj/a.rs")});
@@ -1175,11 +1171,13 @@ async fn cancel_request_of_ours_is_answered_and_swallowed() {
         .await
         .expect("the host never got the request");
 
-    h.agent_send(r#"{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":"c1"}}"#)
-        .await;
-    let answer = h.agent_recv_json().await;
-    assert_eq!(answer["id"], json!("c1"));
-    expect_error(&answer, -32800, "cancelled");
+    h.agent_error(
+        r#"{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":"c1"}}"#,
+        json!("c1"),
+        -32800,
+        "cancelled",
+    )
+    .await;
     h.assert_editor_got_nothing("cancel").await;
 
     // Not ours (and not ours any more): forwarded to the editor.
@@ -1187,16 +1185,14 @@ async fn cancel_request_of_ours_is_answered_and_swallowed() {
         r#"{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":99}}"#,
         r#"{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":"c1"}}"#,
     ] {
-        h.agent_send(cancel).await;
-        assert_eq!(h.editor_recv().await, cancel);
+        h.agent_passes(cancel).await;
     }
     assert_eq!(h.host.calls().len(), 1);
 }
 
 #[tokio::test]
 async fn cancel_matches_the_exact_id_text() {
-    let mut h = Harness::start();
-    h.open_session("s1", "/ws/proj", &[]).await;
+    let mut h = Harness::in_session().await;
     h.host.set_reply(ReplyScript::WaitForCancel);
     let request = json!({"jsonrpc": "2.0", "id": 5, "method": "lsp/request",
                          "params": hover("s1", "file:///ws/proj/a.rs")});
@@ -1206,13 +1202,14 @@ async fn cancel_matches_the_exact_id_text() {
         .expect("the host never got the request");
     // "5" is another id than 5: forwarded, and the request stays in flight.
     let other = r#"{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":"5"}}"#;
-    h.agent_send(other).await;
-    assert_eq!(h.editor_recv().await, other);
-    h.agent_send(r#"{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":5}}"#)
-        .await;
-    let answer = h.agent_recv_json().await;
-    assert_eq!(answer["id"], json!(5));
-    expect_error(&answer, -32800, "cancelled");
+    h.agent_passes(other).await;
+    h.agent_error(
+        r#"{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":5}}"#,
+        json!(5),
+        -32800,
+        "cancelled",
+    )
+    .await;
 }
 
 // ---------------------------------------------------------------------------
@@ -1223,8 +1220,7 @@ async fn cancel_matches_the_exact_id_text() {
 // crate's dev-dependencies do not enable; 50 ms of wall time is cheap.
 #[tokio::test]
 async fn a_request_past_its_deadline_gets_exactly_one_retryable_error() {
-    let mut h = Harness::start();
-    h.open_session("s1", "/ws/proj", &[]).await;
+    let mut h = Harness::in_session().await;
     h.host.set_route(RouteScript::Ok {
         execute_commands: vec![],
         request_timeout: Duration::from_millis(50),
@@ -1252,8 +1248,7 @@ async fn a_request_past_its_deadline_gets_exactly_one_retryable_error() {
 
 #[tokio::test]
 async fn server_errors_are_mapped_and_routing_errors_named() {
-    let mut h = Harness::start();
-    h.open_session("s1", "/ws/proj", &[]).await;
+    let mut h = Harness::in_session().await;
     let uri = "file:///ws/proj/a.rs";
 
     h.host.set_reply(ReplyScript::LspError(
@@ -1301,11 +1296,13 @@ async fn server_errors_are_mapped_and_routing_errors_named() {
     let answer = h.lsp_request(6, hover("nope", uri)).await;
     expect_error(&answer, -32602, "unknown_session");
     // Missing params.
-    h.agent_send(r#"{"jsonrpc":"2.0","id":7,"method":"lsp/request"}"#)
-        .await;
-    let answer = h.agent_recv_json().await;
-    assert_eq!(answer["id"], json!(7));
-    expect_error(&answer, -32602, "invalid_params");
+    h.agent_error(
+        r#"{"jsonrpc":"2.0","id":7,"method":"lsp/request"}"#,
+        json!(7),
+        -32602,
+        "invalid_params",
+    )
+    .await;
 }
 
 // ---------------------------------------------------------------------------
@@ -1314,19 +1311,16 @@ async fn server_errors_are_mapped_and_routing_errors_named() {
 
 #[tokio::test]
 async fn a_confirmed_write_reaches_the_host_before_the_agent_sees_the_answer() {
-    let mut h = Harness::start();
-    h.open_session("s1", "/ws/proj", &[]).await;
+    let mut h = Harness::in_session().await;
 
     let write = r#"{"jsonrpc":"2.0","id":"w1","method":"fs/write_text_file","params":{"sessionId":"s1","path":"/ws/proj/a.rs","content":"fn main() { \"✓\" }\n"}}"#;
-    h.agent_send(write).await;
-    assert_eq!(h.editor_recv().await, write);
+    h.agent_passes(write).await;
     assert!(
         h.host.written().is_empty(),
         "told the host before the editor confirmed"
     );
     let ok = r#"{"jsonrpc":"2.0","id":"w1","result":null}"#;
-    h.editor_send(ok).await;
-    assert_eq!(h.agent_recv().await, ok);
+    h.editor_passes(ok).await;
     // The relay forwards the confirmation only after telling the host.
     assert_eq!(
         h.host.written(),
@@ -1339,17 +1333,14 @@ async fn a_confirmed_write_reaches_the_host_before_the_agent_sees_the_answer() {
 
     // A refused write is not reported.
     let write = r#"{"jsonrpc":"2.0","id":"w2","method":"fs/write_text_file","params":{"sessionId":"s1","path":"/ws/proj/b.rs","content":"x"}}"#;
-    h.agent_send(write).await;
-    assert_eq!(h.editor_recv().await, write);
+    h.agent_passes(write).await;
     let refused = r#"{"jsonrpc":"2.0","id":"w2","error":{"code":-32603,"message":"disk full"}}"#;
-    h.editor_send(refused).await;
-    assert_eq!(h.agent_recv().await, refused);
+    h.editor_passes(refused).await;
     assert_eq!(h.host.written().len(), 1);
 
     // A success for an id the agent never used for a write is not reported.
     let stray = r#"{"jsonrpc":"2.0","id":"w3","result":{}}"#;
-    h.editor_send(stray).await;
-    assert_eq!(h.agent_recv().await, stray);
+    h.editor_passes(stray).await;
     assert_eq!(h.host.written().len(), 1);
 }
 
@@ -1358,14 +1349,12 @@ async fn a_confirmed_write_reaches_the_host_before_the_agent_sees_the_answer() {
 /// (Multi-threaded, so the relay's writer could run while the host blocks.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_confirmation_waits_for_the_host_to_take_the_text() {
-    let mut h = Harness::start();
-    h.open_session("s1", "/ws/proj", &[]).await;
+    let mut h = Harness::in_session().await;
     let (release, gate) = std::sync::mpsc::channel();
     *h.host.write_gate.lock().unwrap() = Some(gate);
 
     let write = r#"{"jsonrpc":"2.0","id":1,"method":"fs/write_text_file","params":{"sessionId":"s1","path":"/ws/proj/a.rs","content":"new"}}"#;
-    h.agent_send(write).await;
-    assert_eq!(h.editor_recv().await, write);
+    h.agent_passes(write).await;
     let ok = r#"{"jsonrpc":"2.0","id":1,"result":{}}"#;
     h.editor_send(ok).await;
     timeout(IO_TIMEOUT, h.host.write_recorded.notified())
@@ -1474,8 +1463,7 @@ async fn editor_eof_calls_back_and_closes_the_agents_input() {
 
     // The agent can still talk to the editor until it exits.
     let note = r#"{"jsonrpc":"2.0","method":"session/update","params":{"bye":true}}"#;
-    h.agent_send(note).await;
-    assert_eq!(h.editor_recv().await, note);
+    h.agent_passes(note).await;
     drop(h.agent_w.take());
     let end = timeout(IO_TIMEOUT, h.relay.take().expect("relay"))
         .await

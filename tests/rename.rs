@@ -13,7 +13,7 @@
 mod support;
 
 use support::procfs::{group_members, wait_until_gone};
-use support::{c_flags, copy_tree, write_compile_commands, C_SOURCES};
+use support::{c_flags, copy_tree, require, snapshot_tree, write_compile_commands, C_SOURCES};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -21,7 +21,6 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use acp_lsp::lsp::config::Config;
-use acp_lsp::lsp::detect::find_on_path;
 use acp_lsp::oneshot::{FileLocation, OneShot, OneShotError, RenameError, RenameOutcome};
 use serde_json::{json, Value};
 
@@ -144,9 +143,10 @@ impl Project {
 
     /// Every file of the copy and its bytes, build output and server caches left out.
     fn snapshot(&self) -> BTreeMap<PathBuf, Vec<u8>> {
-        let mut files = BTreeMap::new();
-        snapshot_into(&self.root, &self.root, &mut files);
-        files
+        snapshot_tree(
+            &self.root,
+            &["target", ".cache", "__pycache__", "node_modules"],
+        )
     }
 
     /// Stops the servers and checks that none of their processes is left.
@@ -165,39 +165,6 @@ impl Project {
             "server processes {left:?} still alive {EXIT_TIMEOUT:?} after shutdown"
         );
     }
-}
-
-fn snapshot_into(root: &Path, dir: &Path, files: &mut BTreeMap<PathBuf, Vec<u8>>) {
-    for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("read {}: {e}", dir.display())) {
-        let entry = entry.expect("read a directory entry");
-        let path = entry.path();
-        let name = entry.file_name();
-        if entry.file_type().expect("file type").is_dir() {
-            if !matches!(
-                name.to_str(),
-                Some("target" | ".cache" | "__pycache__" | "node_modules")
-            ) {
-                snapshot_into(root, &path, files);
-            }
-        } else {
-            let bytes =
-                std::fs::read(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
-            files.insert(
-                path.strip_prefix(root)
-                    .expect("below the root")
-                    .to_path_buf(),
-                bytes,
-            );
-        }
-    }
-}
-
-/// Fails loudly when `command` is not on PATH.
-fn require(command: &str, install: &str) {
-    assert!(
-        find_on_path(command).is_some(),
-        "`{command}` is not on PATH; install it with `{install}`"
-    );
 }
 
 /// The identifiers of a source text (words of letters, digits and `_`).

@@ -11,37 +11,25 @@
 //! every message it receives, in order) under [`LOG_TIMEOUT`].
 #![cfg(target_os = "linux")]
 
+mod support;
+
+use support::fake::{assert_echo, FakeServer, HOVER, LOG_POLL_INTERVAL, LOG_TIMEOUT, SESSION};
+
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use acp_lsp::gate::{Gate, GateConfig, GateMethod, LspHost, ServerState};
-use acp_lsp::jsonrpc::RequestId;
-use acp_lsp::lsp::config::{Config, ServerConfig};
-use acp_lsp::lsp::registry::{Registry, RegistryOptions};
-use acp_lsp::lsp::server::Server;
+use acp_lsp::gate::{LspHost, ServerState};
+use acp_lsp::lsp::config::ServerConfig;
+use acp_lsp::lsp::registry::RegistryOptions;
 use serde_json::{json, Value};
 
-/// Longest wait for something to show up in the fake's log (a watch batch
-/// takes the 20 ms coalescing window plus the OS's latency).
-const LOG_TIMEOUT: Duration = Duration::from_secs(10);
 /// Longest wait for the server to become ready.
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
-/// Longest wait for one gate call (each is bounded by the gate itself; this
-/// only keeps a broken build from hanging the suite).
-const CALL_TIMEOUT: Duration = Duration::from_secs(60);
-/// Longest `Registry::shutdown`.
-const SHUTDOWN_LIMIT: Duration = Duration::from_secs(15);
-/// Pause between two looks at the log.
-const POLL_INTERVAL: Duration = Duration::from_millis(10);
-/// A request deadline that never fires here.
-const LONG_REQUEST_TIMEOUT_MS: u64 = 25_000;
 /// LSP `ContentModified`.
 const CONTENT_MODIFIED: i64 = -32801;
 
-const SESSION: &str = "s";
-const HOVER: &str = "textDocument/hover";
 const DID_OPEN: &str = "textDocument/didOpen";
 const DID_CHANGE: &str = "textDocument/didChange";
 const DID_CLOSE: &str = "textDocument/didClose";
@@ -50,25 +38,6 @@ const WATCHED: &str = "workspace/didChangeWatchedFiles";
 const CREATED: i64 = 1;
 const CHANGED: i64 = 2;
 const DELETED: i64 = 3;
-
-fn fake_server() -> &'static str {
-    env!("CARGO_BIN_EXE_acp-lsp-fake-server")
-}
-
-fn uri_of(path: &Path) -> String {
-    url::Url::from_file_path(path)
-        .expect("absolute path")
-        .to_string()
-}
-
-/// The messages the fake server logged, in the order it received them.
-fn read_log(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|line| serde_json::from_str(line).ok())
-        .collect()
-}
 
 /// Whether `message` is `method` about document `uri`.
 fn is_doc(message: &Value, method: &str, uri: &str) -> bool {
@@ -161,68 +130,25 @@ impl Default for Setup<'_> {
     }
 }
 
-/// A workspace with one fake server behind a registry and a gate.
+/// The fake harness, ready, with what the sync tests wait for.
 struct Fake {
-    _dir: tempfile::TempDir,
-    /// Outside the workspace, for things built elsewhere and moved in.
-    outside: PathBuf,
-    root: PathBuf,
-    log: PathBuf,
-    registry: Arc<Registry>,
-    gate: Arc<Gate<Registry>>,
-    server_id: String,
-    next_id: AtomicU64,
+    fake: FakeServer,
+}
+
+impl std::ops::Deref for Fake {
+    type Target = FakeServer;
+
+    fn deref(&self) -> &FakeServer {
+        &self.fake
+    }
 }
 
 impl Fake {
     async fn start(setup: Setup<'_>) -> Fake {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let outside = dir.path().canonicalize().expect("canonical temp dir");
-        let root = outside.join("ws");
-        std::fs::create_dir(&root).expect("create workspace");
-        std::fs::write(root.join("fake.toml"), "").expect("write marker");
-        std::fs::write(root.join("a.fake"), "hello fake\n").expect("write document");
-        (setup.prepare)(&root);
-        let log = outside.join("fake.log");
-
-        let mut server = ServerConfig::new(
-            "fake",
-            fake_server(),
-            &[],
-            &["fake"],
-            &["fake"],
-            &["fake.toml"],
-        );
-        server.env.insert("FAKE_LSP_MODE".into(), setup.mode.into());
-        server
-            .env
-            .insert("FAKE_LSP_LOG".into(), log.display().to_string());
-        server.request_timeout_ms = LONG_REQUEST_TIMEOUT_MS;
-        (setup.tweak)(&mut server);
-        let config = Config {
-            servers: vec![server],
-            ..Config::builtin()
-        };
-        let registry = Registry::new(config, setup.options);
-        let gate = Gate::new(Arc::clone(&registry), GateConfig::default());
-        gate.open_session(SESSION, vec![root.clone()]);
-        let mut fake = Fake {
-            _dir: dir,
-            outside,
-            root,
-            log,
-            registry,
-            gate,
-            server_id: String::new(),
-            next_id: AtomicU64::new(1),
-        };
-        // Listing waits for detection, which starts the root's watch first.
-        let servers = fake.servers().await;
-        assert_eq!(servers.len(), 1, "exactly the fake server: {servers:?}");
-        fake.server_id = servers[0]["serverId"]
-            .as_str()
-            .expect("serverId is a string")
-            .to_string();
+        let (fake, _) = FakeServer::start(setup.mode, setup.options, setup.prepare, |server, _| {
+            (setup.tweak)(server)
+        })
+        .await;
         let server = fake.server();
         tokio::time::timeout(
             READY_TIMEOUT,
@@ -230,41 +156,7 @@ impl Fake {
         )
         .await
         .unwrap_or_else(|_| panic!("never ready: {:?}", server.status()));
-        fake
-    }
-
-    fn server(&self) -> Arc<Server> {
-        self.registry
-            .server(&self.server_id)
-            .expect("the registry knows the server")
-    }
-
-    fn uri(&self, relative: &str) -> String {
-        uri_of(&self.root.join(relative))
-    }
-
-    fn log(&self) -> Vec<Value> {
-        read_log(&self.log)
-    }
-
-    /// Polls the log until `find` yields something; panics after [`LOG_TIMEOUT`].
-    async fn wait_log<T>(&self, what: &str, find: impl Fn(&[Value]) -> Option<T>) -> T {
-        let deadline = Instant::now() + LOG_TIMEOUT;
-        loop {
-            let log = self.log();
-            if let Some(found) = find(&log) {
-                return found;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "timed out waiting for {what}; the fake received:\n{}",
-                log.iter()
-                    .map(Value::to_string)
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            );
-            tokio::time::sleep(POLL_INTERVAL).await;
-        }
+        Fake { fake }
     }
 
     /// Waits for a didChange of `uri` at `version`; returns its text.
@@ -301,70 +193,15 @@ impl Fake {
             .any(|r| r.method == WATCHED)
         {
             assert!(Instant::now() < deadline, "no watcher registration");
-            tokio::time::sleep(POLL_INTERVAL).await;
+            tokio::time::sleep(LOG_POLL_INTERVAL).await;
         }
-    }
-
-    fn next_request_id(&self) -> RequestId {
-        RequestId::from_u64(self.next_id.fetch_add(1, Ordering::Relaxed))
-    }
-
-    /// One gate call, as a future that owns what it needs.
-    fn call(&self, method: GateMethod, params: Value) -> impl std::future::Future<Output = Value> {
-        let raw = serde_json::value::to_raw_value(&params).expect("params serialize");
-        let call = self.gate.call(self.next_request_id(), method, Some(raw));
-        async move {
-            let bytes = tokio::time::timeout(CALL_TIMEOUT, call)
-                .await
-                .expect("the gate answers within CALL_TIMEOUT");
-            serde_json::from_slice(&bytes).expect("the gate writes JSON")
-        }
-    }
-
-    async fn servers(&self) -> Vec<Value> {
-        let response = self
-            .call(GateMethod::Servers, json!({"sessionId": SESSION}))
-            .await;
-        response["result"]["servers"]
-            .as_array()
-            .unwrap_or_else(|| panic!("lsp/servers failed: {response}"))
-            .clone()
-    }
-
-    /// A hover on `uri`, as a future that owns what it needs (to spawn it).
-    fn hover(&self, uri: &str) -> impl std::future::Future<Output = Value> {
-        self.call(
-            GateMethod::Request,
-            json!({
-                "sessionId": SESSION,
-                "serverId": self.server_id,
-                "method": HOVER,
-                "params": {
-                    "textDocument": {"uri": uri},
-                    "position": {"line": 0, "character": 1}
-                }
-            }),
-        )
     }
 
     /// Stops the server. Returns the complete log.
     async fn finish(self) -> Vec<Value> {
-        tokio::time::timeout(SHUTDOWN_LIMIT, self.registry.shutdown())
-            .await
-            .expect("registry shutdown finishes in time");
-        assert_eq!(self.server().status().state, ServerState::Stopped);
-        self.log()
+        self.fake.shut_down().await;
+        self.fake.log()
     }
-}
-
-/// Checks a successful hover answer of the fake (it echoes the params).
-fn assert_echo(response: &Value, uri: &str) {
-    let result = &response["result"]["lspResult"];
-    assert_eq!(result["echo"]["method"], HOVER, "{response}");
-    assert_eq!(
-        result["echo"]["params"]["textDocument"]["uri"], uri,
-        "{response}"
-    );
 }
 
 // ---------------------------------------------------------------- tests

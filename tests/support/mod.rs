@@ -1,9 +1,57 @@
 //! Helpers shared by the integration tests. Each test crate uses a subset.
 #![allow(dead_code)]
 
+pub mod fake;
 pub mod procfs;
+pub mod recorded;
 
-use std::path::Path;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use acp_lsp::lsp::detect::find_on_path;
+
+/// Fails the test, with the command that installs it, when `command` is not on
+/// PATH: these tests never skip.
+pub fn require(command: &str, install: &str) {
+    assert!(
+        find_on_path(command).is_some(),
+        "`{command}` is not on PATH; install it with `{install}`"
+    );
+}
+
+/// Every file below `root` with its bytes, by path relative to `root`; no
+/// directory named in `skip_dirs` is entered (servers' caches and build output).
+pub fn snapshot_tree(root: &Path, skip_dirs: &[&str]) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut files = BTreeMap::new();
+    snapshot_into(root, root, skip_dirs, &mut files);
+    files
+}
+
+fn snapshot_into(
+    root: &Path,
+    dir: &Path,
+    skip_dirs: &[&str],
+    files: &mut BTreeMap<PathBuf, Vec<u8>>,
+) {
+    for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("read {}: {e}", dir.display())) {
+        let entry = entry.expect("read a directory entry");
+        let path = entry.path();
+        if entry.file_type().expect("file type").is_dir() {
+            if !skip_dirs.iter().any(|skip| entry.file_name() == *skip) {
+                snapshot_into(root, &path, skip_dirs, files);
+            }
+        } else {
+            let bytes =
+                std::fs::read(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+            files.insert(
+                path.strip_prefix(root)
+                    .expect("below the root")
+                    .to_path_buf(),
+                bytes,
+            );
+        }
+    }
+}
 
 /// Copies a fixture tree (servers write into projects: never into `tests/projects`).
 pub fn copy_tree(from: &Path, to: &Path) {
