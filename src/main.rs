@@ -4,6 +4,7 @@ use acp_lsp::acp::relay::{self, LspMode, RelayEnd, RelayOptions};
 use acp_lsp::gate::Gate;
 use acp_lsp::lsp::config::Config;
 use acp_lsp::lsp::registry::{Registry, RegistryOptions};
+use acp_lsp::mcp::McpMode;
 use acp_lsp::oneshot::{params_file, FileLocation, OneShot, RenameOutcome};
 use acp_lsp::record::Recorder;
 use anyhow::Context;
@@ -53,6 +54,9 @@ enum Command {
         /// Start language servers on first use instead of on session/new.
         #[arg(long)]
         lazy: bool,
+        /// Add acp-lsp's MCP server (language-server tools) to every session's mcpServers.
+        #[arg(long, value_enum, default_value_t = McpMode::Auto)]
+        mcp: McpMode,
         #[command(flatten)]
         log: LogArgs,
         /// The agent command and its arguments.
@@ -106,6 +110,15 @@ enum Command {
         #[command(flatten)]
         log: LogArgs,
     },
+    /// The MCP server the proxy adds to each session, as the agent starts it:
+    /// bridges stdin/stdout to the running proxy. Not for use by hand.
+    Mcp {
+        /// The proxy's socket.
+        #[arg(long)]
+        connect: PathBuf,
+        #[command(flatten)]
+        log: LogArgs,
+    },
     /// Show which language servers would run for a folder, and whether each is installed.
     Servers {
         /// The folder (default: the current one).
@@ -150,6 +163,7 @@ fn main() -> anyhow::Result<()> {
             record,
             lsp,
             lazy,
+            mcp,
             log,
             agent,
         } => {
@@ -162,7 +176,7 @@ fn main() -> anyhow::Result<()> {
                 })
                 .transpose()?;
             let runtime = tokio::runtime::Runtime::new()?;
-            let code = runtime.block_on(proxy(config, recorder, lsp, lazy, agent))?;
+            let code = runtime.block_on(proxy(config, recorder, lsp, lazy, mcp, agent))?;
             std::process::exit(code);
         }
         Command::Request {
@@ -235,6 +249,14 @@ fn main() -> anyhow::Result<()> {
             }
             Ok(())
         }
+        Command::Mcp { connect, log } => {
+            init_logging(&log)?;
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            runtime.block_on(acp_lsp::mcp::bridge::run(&connect))?;
+            Ok(())
+        }
         Command::Servers { dir, config } => {
             let config = Config::load(config.as_deref())?;
             let dir = or_current_dir(dir)?;
@@ -249,6 +271,7 @@ async fn proxy(
     recorder: Option<Recorder>,
     lsp_mode: LspMode,
     lazy: bool,
+    mcp_mode: McpMode,
     agent: Vec<String>,
 ) -> anyhow::Result<i32> {
     let (program, args) = agent.split_first().context("no agent command given")?;
@@ -276,6 +299,14 @@ async fn proxy(
         },
     );
     let gate = Gate::new(Arc::clone(&registry), gate_config);
+    // Kept to the end: dropping it removes the socket and its directory.
+    let (mcp_relay, _mcp_socket) = match mcp_mode {
+        McpMode::Off => (None, None),
+        McpMode::Stdio | McpMode::Auto => {
+            let (relay, socket) = start_mcp(&gate).context("cannot start the MCP socket")?;
+            (Some(relay), Some(socket))
+        }
+    };
     let (eof_tx, eof_rx) = tokio::sync::oneshot::channel::<()>();
     let relay = relay::run(
         gate,
@@ -286,6 +317,7 @@ async fn proxy(
         RelayOptions {
             lsp_mode,
             recorder: recorder.clone(),
+            mcp: mcp_relay,
         },
         move || {
             let _ = eof_tx.send(());
@@ -328,6 +360,35 @@ async fn proxy(
         }
     };
     Ok(status.and_then(|s| s.code()).unwrap_or(1))
+}
+
+/// The private socket the injected MCP entries connect to, and what the relay
+/// needs to inject them.
+fn start_mcp(
+    gate: &Arc<Gate<Registry>>,
+) -> anyhow::Result<(acp_lsp::mcp::McpRelay, acp_lsp::mcp::socket::McpSocket)> {
+    use acp_lsp::mcp::{editor::EditorFs, inject::StdioEntry, tokens::TokenTable};
+    let random = acp_lsp::mcp::random_hex()?;
+    let tokens = Arc::new(TokenTable::new());
+    let editor = Arc::new(EditorFs::new(&random));
+    let socket = acp_lsp::mcp::socket::McpSocket::bind(
+        Arc::clone(gate),
+        Arc::clone(&tokens),
+        Some(Arc::clone(&editor)),
+        &random,
+    )?;
+    let entry = StdioEntry {
+        command: std::env::current_exe().context("cannot find the acp-lsp executable")?,
+        socket: socket.path().to_path_buf(),
+    };
+    Ok((
+        acp_lsp::mcp::McpRelay {
+            tokens,
+            entry,
+            editor,
+        },
+        socket,
+    ))
 }
 
 async fn terminate_signal() {
