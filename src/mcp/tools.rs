@@ -531,10 +531,12 @@ impl LspTools {
 
     async fn diagnostics_inner(&self, args: DiagnosticsArgs) -> ToolResult<CallToolResult> {
         let tool = self.session().await?;
-        let mut uris = Vec::new();
+        // Files whose pushed diagnostics are waited for until fresh.
+        let mut pushed = Vec::new();
         // Servers that answer pull diagnostics (`textDocument/diagnostic`):
         // rust-analyzer, offered pull, pushes only what `cargo check` finds and
-        // gives its own diagnostics on request.
+        // gives its own diagnostics on request, so waiting for a fresh push
+        // from it would only run out the clock.
         let mut pulls = Vec::new();
         for file in &args.files {
             let path = resolve(&tool, file)?;
@@ -542,17 +544,31 @@ impl LspTools {
             // as an empty reference list.
             let entry = ready_server(&tool, None, Some(&path)).await?;
             let uri = file_uri(&path)?;
-            if !entry["capabilities"]["diagnosticProvider"].is_null() {
-                pulls.push((entry, uri.clone()));
+            if entry["capabilities"]["diagnosticProvider"].is_null() {
+                pushed.push(uri);
+            } else {
+                pulls.push((entry, uri));
             }
-            uris.push(uri);
         }
-        let mut params = json!({ "sessionId": tool.session_id(), "waitMs": DIAGNOSTICS_WAIT.as_millis() as u64 });
-        if !uris.is_empty() {
-            params["uris"] = json!(uris);
+        let mut published = Vec::new();
+        let calls = if args.files.is_empty() {
+            vec![(None, Duration::ZERO)]
+        } else {
+            let pulled: Vec<String> = pulls.iter().map(|(_, uri)| uri.clone()).collect();
+            vec![(Some(pushed), DIAGNOSTICS_WAIT), (Some(pulled), Duration::ZERO)]
+        };
+        for (uris, wait) in calls {
+            if uris.as_ref().is_some_and(Vec::is_empty) {
+                continue;
+            }
+            let mut params = json!({ "sessionId": tool.session_id(), "waitMs": wait.as_millis() as u64 });
+            if let Some(uris) = uris {
+                params["uris"] = json!(uris);
+            }
+            let result = tool.call(GateMethod::Diagnostics, params).await.map_err(describe)?;
+            let result: Value = parse(result.get())?;
+            published.extend(result["diagnostics"].as_array().cloned().unwrap_or_default());
         }
-        let result = tool.call(GateMethod::Diagnostics, params).await.map_err(describe)?;
-        let result: Value = parse(result.get())?;
         // Published positions are in each server's encoding: look it up by serverId.
         let encodings: HashMap<String, PositionEncoding> = tool
             .servers()
@@ -564,7 +580,7 @@ impl LspTools {
         // (uri, encoding, diagnostics) from both sources.
         let mut found: Vec<(String, PositionEncoding, Vec<Value>)> = Vec::new();
         let mut stale = Vec::new();
-        for published in result["diagnostics"].as_array().into_iter().flatten() {
+        for published in &published {
             let uri = published["uri"].as_str().unwrap_or_default().to_string();
             let encoding = published["serverId"]
                 .as_str()
