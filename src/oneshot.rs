@@ -344,8 +344,7 @@ impl OneShot {
         accept_annotations: bool,
     ) -> Result<RenameOutcome, RenameError> {
         use crate::edit::{apply_to_disk, plan_on_disk, Decisions};
-        let RenameEdit { edit, encoding, .. } =
-            self.rename_edit(at, new_name, server_name).await?;
+        let RenameEdit { edit, encoding, .. } = self.rename_edit(at, new_name, server_name).await?;
         let writable = |path: &Path| self.is_writable(path);
         let mut plan = plan_on_disk(&edit, encoding, &writable, &Decisions::default())?;
         let unconfirmed: Vec<String> = plan

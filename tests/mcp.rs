@@ -198,13 +198,14 @@ async fn connect(entry: &Value) -> Client {
             )
         })
         .collect();
-    let transport = TokioChildProcess::new(tokio::process::Command::new(command).configure(|cmd| {
-        cmd.args(&args);
-        for (name, value) in &env {
-            cmd.env(name, value);
-        }
-    }))
-    .expect("start the MCP bridge");
+    let transport =
+        TokioChildProcess::new(tokio::process::Command::new(command).configure(|cmd| {
+            cmd.args(&args);
+            for (name, value) in &env {
+                cmd.env(name, value);
+            }
+        }))
+        .expect("start the MCP bridge");
     timeout(IO_TIMEOUT, ().serve(transport))
         .await
         .expect("MCP initialize timed out")
@@ -233,7 +234,12 @@ fn text(result: &CallToolResult) -> String {
 
 /// The tool succeeded; returns its text and structured content.
 fn success(tool: &str, result: &CallToolResult) -> (String, Value) {
-    assert_ne!(result.is_error, Some(true), "{tool} failed: {}", text(result));
+    assert_ne!(
+        result.is_error,
+        Some(true),
+        "{tool} failed: {}",
+        text(result)
+    );
     (
         text(result),
         result.structured_content.clone().unwrap_or(Value::Null),
@@ -249,7 +255,9 @@ async fn every_tool_answers_through_the_injected_server() {
     assert_eq!(entry["args"][0], "mcp");
     assert_eq!(entry["args"][1], "--connect");
     assert!(
-        !entry["args"].to_string().contains(entry["env"][0]["value"].as_str().unwrap()),
+        !entry["args"]
+            .to_string()
+            .contains(entry["env"][0]["value"].as_str().unwrap()),
         "the token must not be in argv"
     );
     let client = connect(&entry).await;
@@ -273,13 +281,21 @@ async fn every_tool_answers_through_the_injected_server() {
         "rename",
         "code_actions",
     ] {
-        assert!(tools.iter().any(|t| t == name), "{name} missing from {tools:?}");
+        assert!(
+            tools.iter().any(|t| t == name),
+            "{name} missing from {tools:?}"
+        );
     }
 
     // `area` is defined at geometry.rs:2:8 and used in report.rs and stats.rs.
     let (refs, structured) = success(
         "references",
-        &call(&client, "references", json!({"file": "src/geometry.rs", "line": 2, "column": 8})).await,
+        &call(
+            &client,
+            "references",
+            json!({"file": "src/geometry.rs", "line": 2, "column": 8}),
+        )
+        .await,
     );
     for needle in [
         "src/geometry.rs:2:8: pub fn area(width: u32, height: u32) -> u32 {",
@@ -289,55 +305,100 @@ async fn every_tool_answers_through_the_injected_server() {
     ] {
         assert!(refs.contains(needle), "{needle:?} not in\n{refs}");
     }
-    assert_eq!(structured["locations"].as_array().map(Vec::len), Some(5), "{structured}");
+    assert_eq!(
+        structured["locations"].as_array().map(Vec::len),
+        Some(5),
+        "{structured}"
+    );
 
     let (definition, _) = success(
         "definition",
-        &call(&client, "definition", json!({"file": "src/stats.rs", "line": 5, "column": 27})).await,
+        &call(
+            &client,
+            "definition",
+            json!({"file": "src/stats.rs", "line": 5, "column": 27}),
+        )
+        .await,
     );
     assert!(definition.contains("src/geometry.rs:2:8:"), "{definition}");
 
     let (hover, _) = success(
         "hover",
-        &call(&client, "hover", json!({"file": proxy.root.join("src/report.rs"), "line": 5, "column": 5})).await,
+        &call(
+            &client,
+            "hover",
+            json!({"file": proxy.root.join("src/report.rs"), "line": 5, "column": 5}),
+        )
+        .await,
     );
-    assert!(hover.contains("pub fn area(width: u32, height: u32) -> u32"), "{hover}");
+    assert!(
+        hover.contains("pub fn area(width: u32, height: u32) -> u32"),
+        "{hover}"
+    );
 
     let (symbols, _) = success(
         "document_symbols",
         &call(&client, "document_symbols", json!({"file": "src/stats.rs"})).await,
     );
-    assert!(symbols.contains("function total src/stats.rs:4:8"), "{symbols}");
+    assert!(
+        symbols.contains("function total src/stats.rs:4:8"),
+        "{symbols}"
+    );
 
     let (found, _) = success(
         "workspace_symbols",
         &call(&client, "workspace_symbols", json!({"query": "square"})).await,
     );
-    assert!(found.contains("function square src/report.rs:4:8"), "{found}");
+    assert!(
+        found.contains("function square src/report.rs:4:8"),
+        "{found}"
+    );
 
     let (actions, _) = success(
         "code_actions",
-        &call(&client, "code_actions", json!({"file": "src/report.rs", "line": 4, "column": 8})).await,
+        &call(
+            &client,
+            "code_actions",
+            json!({"file": "src/report.rs", "line": 4, "column": 8}),
+        )
+        .await,
     );
     assert!(!actions.starts_with("no code actions"), "{actions}");
 
-    let (servers, structured) = success("lsp_servers", &call(&client, "lsp_servers", json!({})).await);
+    let (servers, structured) = success(
+        "lsp_servers",
+        &call(&client, "lsp_servers", json!({})).await,
+    );
     assert!(servers.contains("rust-analyzer [ready]"), "{servers}");
     let server_id = structured["servers"][0]["serverId"].clone();
 
     let uri = url::Url::from_file_path(proxy.root.join("src/geometry.rs")).unwrap();
     let (raw, structured) = success(
         "lsp_request",
-        &call(&client, "lsp_request", json!({"method": "textDocument/documentSymbol",
-            "params": {"textDocument": {"uri": uri.as_str()}}})).await,
+        &call(
+            &client,
+            "lsp_request",
+            json!({"method": "textDocument/documentSymbol",
+            "params": {"textDocument": {"uri": uri.as_str()}}}),
+        )
+        .await,
     );
     assert_eq!(structured["serverId"], server_id);
     assert!(raw.contains("\"area\""), "{raw}");
     // The same refusals and confinement as lsp/request.
-    let refused = call(&client, "lsp_request", json!({"method": "textDocument/didOpen",
-        "params": {"textDocument": {"uri": uri.as_str()}}, "server": server_id})).await;
+    let refused = call(
+        &client,
+        "lsp_request",
+        json!({"method": "textDocument/didOpen",
+        "params": {"textDocument": {"uri": uri.as_str()}}, "server": server_id}),
+    )
+    .await;
     assert_eq!(refused.is_error, Some(true));
-    assert!(text(&refused).contains("not forwarded"), "{}", text(&refused));
+    assert!(
+        text(&refused).contains("not forwarded"),
+        "{}",
+        text(&refused)
+    );
     let outside = call(&client, "lsp_request", json!({"method": "textDocument/hover",
         "params": {"textDocument": {"uri": "file:///etc/passwd"}, "position": {"line": 0, "character": 0}},
         "server": server_id})).await;
@@ -356,13 +417,16 @@ async fn every_tool_answers_through_the_injected_server() {
     );
     assert!(diagnostics.contains("src/report.rs:5:"), "{diagnostics}");
     assert!(
-        structured["diagnostics"].as_array().is_some_and(|d| d.iter().any(|d| d["severity"] == "error")),
+        structured["diagnostics"]
+            .as_array()
+            .is_some_and(|d| d.iter().any(|d| d["severity"] == "error")),
         "{structured}"
     );
     std::fs::write(
         proxy.root.join("src/report.rs"),
         std::fs::read_to_string(
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/projects/rust-three-files/src/report.rs"),
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/projects/rust-three-files/src/report.rs"),
         )
         .unwrap(),
     )
@@ -371,7 +435,12 @@ async fn every_tool_answers_through_the_injected_server() {
     // Rename, applied to disk (this editor does not write files).
     let (renamed, structured) = success(
         "rename",
-        &call(&client, "rename", json!({"file": "src/geometry.rs", "line": 2, "column": 8, "new_name": "surface"})).await,
+        &call(
+            &client,
+            "rename",
+            json!({"file": "src/geometry.rs", "line": 2, "column": 8, "new_name": "surface"}),
+        )
+        .await,
     );
     assert!(renamed.contains("written through the disk"), "{renamed}");
     let mut changed: Vec<String> = structured["changed"]
@@ -381,7 +450,10 @@ async fn every_tool_answers_through_the_injected_server() {
         .map(|v| v.as_str().unwrap().to_string())
         .collect();
     changed.sort();
-    assert_eq!(changed, ["src/geometry.rs", "src/report.rs", "src/stats.rs"]);
+    assert_eq!(
+        changed,
+        ["src/geometry.rs", "src/report.rs", "src/stats.rs"]
+    );
     let stats = std::fs::read_to_string(proxy.root.join("src/stats.rs")).unwrap();
     assert!(stats.contains("geometry::surface(a.0, a.1)"), "{stats}");
 
@@ -411,7 +483,10 @@ async fn rename_is_written_through_the_editor_when_it_writes_files() {
                 }
                 let message: Value = serde_json::from_str(&line).expect("JSON from the proxy");
                 let method = message["method"].as_str().unwrap_or_default().to_string();
-                let path = message["params"]["path"].as_str().unwrap_or_default().to_string();
+                let path = message["params"]["path"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
                 let result = match method.as_str() {
                     "fs/read_text_file" => match std::fs::read_to_string(&path) {
                         Ok(content) => json!({"result": {"content": content}}),
@@ -438,10 +513,19 @@ async fn rename_is_written_through_the_editor_when_it_writes_files() {
 
     let (renamed, structured) = success(
         "rename",
-        &call(&client, "rename", json!({"file": "src/geometry.rs", "line": 2, "column": 8, "new_name": "surface"})).await,
+        &call(
+            &client,
+            "rename",
+            json!({"file": "src/geometry.rs", "line": 2, "column": 8, "new_name": "surface"}),
+        )
+        .await,
     );
     assert!(renamed.contains("written through the editor"), "{renamed}");
-    assert_eq!(structured["changed"].as_array().map(Vec::len), Some(3), "{structured}");
+    assert_eq!(
+        structured["changed"].as_array().map(Vec::len),
+        Some(3),
+        "{structured}"
+    );
     let writes: Vec<String> = served
         .lock()
         .unwrap()
@@ -456,10 +540,15 @@ async fn rename_is_written_through_the_editor_when_it_writes_files() {
     // The editor's answers to acp-lsp's own requests never reached the agent:
     // the next thing the agent reads is what the editor sends now.
     client.cancel().await.expect("close the MCP client");
-    let sentinel = json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": "s2"}});
+    let sentinel =
+        json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": "s2"}});
     let (_r, mut w) = {
         // Stop the editor task with a sentinel from the agent side, then take the pipes back.
-        send(&mut proxy.agent_w, &json!({"jsonrpc": "2.0", "method": "session/update", "params": {"sentinel": "end"}})).await;
+        send(
+            &mut proxy.agent_w,
+            &json!({"jsonrpc": "2.0", "method": "session/update", "params": {"sentinel": "end"}}),
+        )
+        .await;
         editor.await.expect("editor task")
     };
     send(&mut w, &sentinel).await;
@@ -480,18 +569,29 @@ async fn a_failed_session_request_revokes_its_token_and_a_wrong_token_is_refused
     let error = json!({"jsonrpc": "2.0", "id": 7, "error": {"code": -32603, "message": "no"}});
     send(&mut proxy.agent_w, &error).await;
     assert_eq!(read_json(proxy.editor_r(), "editor").await, error);
-    assert!(proxy.tokens.is_empty(), "the token of a failed session/new is revoked");
+    assert!(
+        proxy.tokens.is_empty(),
+        "the token of a failed session/new is revoked"
+    );
 
     // The bridge with a revoked token: the proxy closes the connection, and
     // the client's initialize fails instead of serving anything.
     let command = entry["command"].as_str().unwrap().to_string();
-    let args: Vec<String> = entry["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_string()).collect();
+    let args: Vec<String> = entry["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_string())
+        .collect();
     let token = entry["env"][0]["value"].as_str().unwrap().to_string();
-    let transport = TokioChildProcess::new(tokio::process::Command::new(command).configure(|cmd| {
-        cmd.args(&args).env("ACP_LSP_MCP_TOKEN", token);
-    }))
-    .expect("start the bridge");
-    let outcome = timeout(IO_TIMEOUT, ().serve(transport)).await.expect("the refusal is prompt");
+    let transport =
+        TokioChildProcess::new(tokio::process::Command::new(command).configure(|cmd| {
+            cmd.args(&args).env("ACP_LSP_MCP_TOKEN", token);
+        }))
+        .expect("start the bridge");
+    let outcome = timeout(IO_TIMEOUT, ().serve(transport))
+        .await
+        .expect("the refusal is prompt");
     assert!(outcome.is_err(), "a revoked token was served");
 
     // An entry already present is not added twice.

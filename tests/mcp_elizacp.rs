@@ -42,7 +42,12 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 /// Runs the prompts in one session; returns the agent's reply to each.
-async fn converse(root: &Path, elizacp: &Path, prompts: &[String], seen: Arc<Mutex<Seen>>) -> Vec<String> {
+async fn converse(
+    root: &Path,
+    elizacp: &Path,
+    prompts: &[String],
+    seen: Arc<Mutex<Seen>>,
+) -> Vec<String> {
     let proxy = AcpAgent::new(AcpAgentConfig::new(env!("CARGO_BIN_EXE_acp-lsp")).args([
         "proxy".to_string(),
         "--".to_string(),
@@ -70,7 +75,9 @@ async fn converse(root: &Path, elizacp: &Path, prompts: &[String], seen: Arc<Mut
             agent_client_protocol::on_receive_notification!(),
         )
         .on_receive_request(
-            async move |request: ReadTextFileRequest, responder, _cx| match std::fs::read_to_string(&request.path) {
+            async move |request: ReadTextFileRequest, responder, _cx| match std::fs::read_to_string(
+                &request.path,
+            ) {
                 Ok(text) => responder.respond(ReadTextFileResponse::new(text)),
                 Err(_) => responder.respond_with_error(agent_client_protocol::Error::new(
                     ErrorCode::RESOURCE_NOT_FOUND,
@@ -84,7 +91,9 @@ async fn converse(root: &Path, elizacp: &Path, prompts: &[String], seen: Arc<Mut
                 let seen = seen.clone();
                 async move |request: WriteTextFileRequest, responder, _cx| {
                     if let Err(e) = std::fs::write(&request.path, &request.content) {
-                        return responder.respond_with_error(agent_client_protocol::Error::into_internal_error(e));
+                        return responder.respond_with_error(
+                            agent_client_protocol::Error::into_internal_error(e),
+                        );
                     }
                     lock(&seen).writes.push(request.path.clone());
                     responder.respond(WriteTextFileResponse::new())
@@ -95,13 +104,17 @@ async fn converse(root: &Path, elizacp: &Path, prompts: &[String], seen: Arc<Mut
         .connect_with(proxy, async |cx: ConnectionTo<Agent>| {
             cx.send_request(
                 InitializeRequest::new(ProtocolVersion::V1).client_capabilities(
-                    ClientCapabilities::new()
-                        .fs(FileSystemCapabilities::new().read_text_file(true).write_text_file(true)),
+                    ClientCapabilities::new().fs(FileSystemCapabilities::new()
+                        .read_text_file(true)
+                        .write_text_file(true)),
                 ),
             )
             .block_task()
             .await?;
-            let session = cx.send_request(NewSessionRequest::new(root.clone())).block_task().await?;
+            let session = cx
+                .send_request(NewSessionRequest::new(root.clone()))
+                .block_task()
+                .await?;
             let mut replies = Vec::new();
             for prompt in &prompts {
                 let before = lock(&seen).messages.len();
@@ -121,12 +134,19 @@ async fn converse(root: &Path, elizacp: &Path, prompts: &[String], seen: Arc<Mut
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn elizacp_calls_references_and_rename_through_acp_lsp() {
-    let elizacp = find_on_path("elizacp").expect("elizacp is not installed: cargo install --locked elizacp");
-    assert!(find_on_path("rust-analyzer").is_some(), "rust-analyzer is not installed");
+    let elizacp =
+        find_on_path("elizacp").expect("elizacp is not installed: cargo install --locked elizacp");
+    assert!(
+        find_on_path("rust-analyzer").is_some(),
+        "rust-analyzer is not installed"
+    );
     let tmp = tempfile::tempdir().expect("tempdir");
     let root = tmp.path().join("project");
     std::fs::create_dir_all(&root).expect("create project dir");
-    support::copy_tree(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/projects/rust-three-files"), &root);
+    support::copy_tree(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/projects/rust-three-files"),
+        &root,
+    );
     let root = root.canonicalize().expect("canonical root");
 
     let prompts = [
@@ -136,13 +156,19 @@ async fn elizacp_calls_references_and_rename_through_acp_lsp() {
             .to_string(),
     ];
     let seen = Arc::new(Mutex::new(Seen::default()));
-    let replies = tokio::time::timeout(SESSION_TIMEOUT, converse(&root, &elizacp, &prompts, seen.clone()))
-        .await
-        .unwrap_or_else(|_| panic!("no end of the conversation within {SESSION_TIMEOUT:?}"));
+    let replies = tokio::time::timeout(
+        SESSION_TIMEOUT,
+        converse(&root, &elizacp, &prompts, seen.clone()),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("no end of the conversation within {SESSION_TIMEOUT:?}"));
 
     let tools = &replies[0];
     for tool in ["references", "rename", "definition", "hover", "diagnostics"] {
-        assert!(tools.contains(&format!("- {tool}:")), "{tool} not listed:\n{tools}");
+        assert!(
+            tools.contains(&format!("- {tool}:")),
+            "{tool} not listed:\n{tools}"
+        );
     }
 
     // elizacp prints the CallToolResult with `{:?}`: the text is escaped once.
@@ -155,20 +181,34 @@ async fn elizacp_calls_references_and_rename_through_acp_lsp() {
         "src/stats.rs:5:27: let first = geometry::area(a.0, a.1);",
         "src/stats.rs:6:28: let second = geometry::area(b.0, b.1);",
     ] {
-        assert!(references.contains(needle), "{needle:?} not in\n{references}");
+        assert!(
+            references.contains(needle),
+            "{needle:?} not in\n{references}"
+        );
     }
 
     let rename = &replies[2];
     assert!(rename.starts_with("OK: "), "{rename}");
-    assert!(rename.contains("renamed to surface with rust-analyzer, written through the editor"), "{rename}");
+    assert!(
+        rename.contains("renamed to surface with rust-analyzer, written through the editor"),
+        "{rename}"
+    );
     let stats = std::fs::read_to_string(root.join("src/stats.rs")).expect("read stats.rs");
-    assert!(stats.contains("let first = geometry::surface(a.0, a.1);"), "{stats}");
+    assert!(
+        stats.contains("let first = geometry::surface(a.0, a.1);"),
+        "{stats}"
+    );
     let report = std::fs::read_to_string(root.join("src/report.rs")).expect("read report.rs");
     assert!(report.contains("use crate::geometry::surface;"), "{report}");
     let mut writes: Vec<String> = lock(&seen)
         .writes
         .iter()
-        .map(|p| p.strip_prefix(&root).expect("inside the project").display().to_string())
+        .map(|p| {
+            p.strip_prefix(&root)
+                .expect("inside the project")
+                .display()
+                .to_string()
+        })
         .collect();
     writes.sort();
     assert_eq!(writes, ["src/geometry.rs", "src/report.rs", "src/stats.rs"]);

@@ -13,8 +13,8 @@ use crate::edit::{AgentFs, AgentFsError};
 use crate::gate::{Gate, LspHost};
 use crate::jsonrpc::RequestId;
 use crate::lsp::registry::Registry;
-use serde_json::value::RawValue;
 use serde_json::json;
+use serde_json::value::RawValue;
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -82,8 +82,12 @@ impl EditorFs {
             .take()
     }
 
-    fn pending(&self) -> std::sync::MutexGuard<'_, HashMap<RequestId, oneshot::Sender<EditorReply>>> {
-        self.pending.lock().expect("BUG: editor pending lock poisoned")
+    fn pending(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<RequestId, oneshot::Sender<EditorReply>>> {
+        self.pending
+            .lock()
+            .expect("BUG: editor pending lock poisoned")
     }
 
     /// Whether `id` is one of our requests still awaiting the editor.
@@ -104,12 +108,17 @@ impl EditorFs {
     }
 
     /// Sends one request to the editor and waits for its answer.
-    pub async fn request(&self, method: &str, params: serde_json::Value) -> Result<Box<RawValue>, EditorError> {
+    pub async fn request(
+        &self,
+        method: &str,
+        params: serde_json::Value,
+    ) -> Result<Box<RawValue>, EditorError> {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let id_text = serde_json::to_string(&format!("{}{n}", self.prefix))
             .expect("BUG: a string always serializes");
         let id = RequestId::from_raw(
-            &serde_json::from_str::<Box<RawValue>>(&id_text).expect("BUG: a serialized string is JSON"),
+            &serde_json::from_str::<Box<RawValue>>(&id_text)
+                .expect("BUG: a serialized string is JSON"),
         );
         let (tx, rx) = oneshot::channel();
         self.pending().insert(id.clone(), tx);
@@ -130,7 +139,11 @@ impl EditorFs {
     }
 
     /// The editor's files as one session sees them.
-    pub fn for_session<'a>(self: &'a Arc<Self>, gate: &'a Arc<Gate<Registry>>, session_id: &'a str) -> SessionFs<'a> {
+    pub fn for_session<'a>(
+        self: &'a Arc<Self>,
+        gate: &'a Arc<Gate<Registry>>,
+        session_id: &'a str,
+    ) -> SessionFs<'a> {
         SessionFs {
             editor: self,
             gate,
@@ -200,7 +213,8 @@ mod tests {
         let line = outbox.recv().await.unwrap();
         let sent: serde_json::Value = serde_json::from_slice(&line).unwrap();
         assert_eq!(sent["id"], json!("acp-lsp/r/1"));
-        let id = RequestId::from_raw(&serde_json::from_str::<Box<RawValue>>("\"acp-lsp/r/1\"").unwrap());
+        let id =
+            RequestId::from_raw(&serde_json::from_str::<Box<RawValue>>("\"acp-lsp/r/1\"").unwrap());
         assert!(editor.is_ours(&id));
         let result = RawValue::from_string("{\"content\":\"x\"}".into()).unwrap();
         assert!(editor.on_response(&id, Ok(result)));

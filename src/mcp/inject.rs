@@ -65,9 +65,9 @@ pub fn has_our_entry(servers: &RawValue) -> bool {
     let Ok(servers) = serde_json::from_str::<Vec<Server>>(servers.get()) else {
         return false;
     };
-    servers.iter().any(|s| {
-        s.name == SERVER_NAME || s.env.iter().flatten().any(|e| e.name == TOKEN_ENV)
-    })
+    servers
+        .iter()
+        .any(|s| s.name == SERVER_NAME || s.env.iter().flatten().any(|e| e.name == TOKEN_ENV))
 }
 
 /// Why no entry was injected.
@@ -85,8 +85,8 @@ pub fn inject(message: &[u8], entry: &str) -> Result<Vec<u8>, Skip> {
     let text = std::str::from_utf8(message).map_err(|_| Skip::Unreadable)?;
     let raw: &RawValue = serde_json::from_str(text).map_err(|_| Skip::Unreadable)?;
     let mut top = RawObject::parse(raw).map_err(|_| Skip::Unreadable)?;
-    let mut params =
-        RawObject::parse(top.get_raw("params").ok_or(Skip::Unreadable)?).map_err(|_| Skip::Unreadable)?;
+    let mut params = RawObject::parse(top.get_raw("params").ok_or(Skip::Unreadable)?)
+        .map_err(|_| Skip::Unreadable)?;
     let servers = match params.get_raw("mcpServers") {
         Some(raw) if raw.get().trim() != "null" => {
             if has_our_entry(raw) {
@@ -129,9 +129,13 @@ mod tests {
 
     #[test]
     fn creates_missing_or_null_servers() {
-        for params in [r#"{"sessionId":"s"}"#, r#"{"sessionId":"s","mcpServers":null}"#] {
+        for params in [
+            r#"{"sessionId":"s"}"#,
+            r#"{"sessionId":"s","mcpServers":null}"#,
+        ] {
             let message = format!(r#"{{"id":1,"method":"session/resume","params":{params}}}"#);
-            let out: Value = serde_json::from_slice(&inject(message.as_bytes(), ENTRY).unwrap()).unwrap();
+            let out: Value =
+                serde_json::from_slice(&inject(message.as_bytes(), ENTRY).unwrap()).unwrap();
             assert_eq!(out["params"]["mcpServers"][0]["name"], json!("acp-lsp"));
             assert_eq!(out["params"]["sessionId"], json!("s"));
         }
@@ -144,7 +148,11 @@ mod tests {
             socket: "/tmp/s".into(),
         }
         .to_json("t");
-        let once = inject(br#"{"id":1,"method":"session/new","params":{"cwd":"/w","mcpServers":[]}}"#, &entry).unwrap();
+        let once = inject(
+            br#"{"id":1,"method":"session/new","params":{"cwd":"/w","mcpServers":[]}}"#,
+            &entry,
+        )
+        .unwrap();
         assert_eq!(inject(&once, &entry), Err(Skip::AlreadyPresent));
         let renamed = br#"{"id":1,"method":"session/new","params":{"cwd":"/w","mcpServers":[{"name":"mine","command":"c","env":[{"name":"ACP_LSP_MCP_TOKEN","value":"v"}]}]}}"#;
         assert_eq!(inject(renamed, &entry), Err(Skip::AlreadyPresent));
@@ -172,7 +180,10 @@ mod tests {
     fn unreadable_messages_are_left_alone() {
         assert_eq!(inject(b"nope", ENTRY), Err(Skip::Unreadable));
         assert_eq!(
-            inject(br#"{"id":1,"method":"session/new","params":{"mcpServers":{}}}"#, ENTRY),
+            inject(
+                br#"{"id":1,"method":"session/new","params":{"mcpServers":{}}}"#,
+                ENTRY
+            ),
             Err(Skip::Unreadable)
         );
     }

@@ -187,11 +187,7 @@ pub(crate) fn random_token() -> std::io::Result<String> {
     while filled < bytes.len() {
         // SAFETY: the pointer and length describe the unfilled tail of `bytes`.
         let n = unsafe {
-            libc::getrandom(
-                bytes[filled..].as_mut_ptr().cast(),
-                bytes.len() - filled,
-                0,
-            )
+            libc::getrandom(bytes[filled..].as_mut_ptr().cast(), bytes.len() - filled, 0)
         };
         if n < 0 {
             let error = std::io::Error::last_os_error();
@@ -216,7 +212,10 @@ mod tests {
         assert_eq!(token.len(), 32);
         let lease = table.admit(&token).await.unwrap();
         table.bind(&token, "s1");
-        assert_eq!(lease.session(Duration::from_secs(1)).await, Some("s1".into()));
+        assert_eq!(
+            lease.session(Duration::from_secs(1)).await,
+            Some("s1".into())
+        );
     }
 
     #[tokio::test]

@@ -201,9 +201,11 @@ impl LspTools {
     /// The helpers over this connection's session.
     async fn session(&self) -> ToolResult<OneShot> {
         let Some(session) = self.lease.session(SESSION_BIND_WAIT).await else {
-            return Err("this MCP connection's ACP session is not open (it was never \
+            return Err(
+                "this MCP connection's ACP session is not open (it was never \
                         committed, or it was closed)"
-                .into());
+                    .into(),
+            );
         };
         OneShot::attach(&self.gate, &session, READY_WAIT, CancellationToken::new())
             .ok_or_else(|| format!("the ACP session {session} is closed"))
@@ -231,7 +233,12 @@ impl LspTools {
         })
     }
 
-    async fn locations(&self, args: PositionArgs, method: &str, what: &str) -> ToolResult<CallToolResult> {
+    async fn locations(
+        &self,
+        args: PositionArgs,
+        method: &str,
+        what: &str,
+    ) -> ToolResult<CallToolResult> {
         let at = self.at(&args.file, args.line, args.column).await?;
         let result = at
             .tool
@@ -249,15 +256,19 @@ impl LspTools {
 
 #[tool_router]
 impl LspTools {
-    #[tool(description = "List the language servers running for this session: name, state \
-        (starting, indexing, ready, failed), root, languages, position encoding.")]
+    #[tool(
+        description = "List the language servers running for this session: name, state \
+        (starting, indexing, ready, failed), root, languages, position encoding."
+    )]
     async fn lsp_servers(&self) -> Result<CallToolResult, rmcp::ErrorData> {
         reply(self.lsp_servers_inner().await)
     }
 
-    #[tool(description = "Send any LSP request to a language server of this session and get \
+    #[tool(
+        description = "Send any LSP request to a language server of this session and get \
         its raw JSON result. Params are LSP's own: file:// URIs and 0-based positions in the \
-        server's position encoding. Prefer the dedicated tools (definition, references, …).")]
+        server's position encoding. Prefer the dedicated tools (definition, references, …)."
+    )]
     async fn lsp_request(
         &self,
         Parameters(args): Parameters<LspRequestArgs>,
@@ -265,17 +276,24 @@ impl LspTools {
         reply(self.lsp_request_inner(args).await)
     }
 
-    #[tool(description = "Go to definition: where the symbol at FILE:LINE:COLUMN (1-based) is \
-        defined.")]
+    #[tool(
+        description = "Go to definition: where the symbol at FILE:LINE:COLUMN (1-based) is \
+        defined."
+    )]
     async fn definition(
         &self,
         Parameters(args): Parameters<PositionArgs>,
     ) -> Result<CallToolResult, rmcp::ErrorData> {
-        reply(self.locations(args, "textDocument/definition", "definitions").await)
+        reply(
+            self.locations(args, "textDocument/definition", "definitions")
+                .await,
+        )
     }
 
-    #[tool(description = "Find every reference to the symbol at FILE:LINE:COLUMN (1-based), \
-        across the workspace, as file:line:column with the line's text.")]
+    #[tool(
+        description = "Find every reference to the symbol at FILE:LINE:COLUMN (1-based), \
+        across the workspace, as file:line:column with the line's text."
+    )]
     async fn references(
         &self,
         Parameters(args): Parameters<ReferencesArgs>,
@@ -291,8 +309,10 @@ impl LspTools {
         reply(self.hover_inner(args).await)
     }
 
-    #[tool(description = "The outline of a file: its symbols (functions, types, fields, …) \
-        with kinds and 1-based positions, nested.")]
+    #[tool(
+        description = "The outline of a file: its symbols (functions, types, fields, …) \
+        with kinds and 1-based positions, nested."
+    )]
     async fn document_symbols(
         &self,
         Parameters(args): Parameters<FileArgs>,
@@ -308,8 +328,10 @@ impl LspTools {
         reply(self.workspace_symbols_inner(args).await)
     }
 
-    #[tool(description = "Errors and warnings from the language servers. With files, waits \
-        until the diagnostics reflect the files' current text on disk.")]
+    #[tool(
+        description = "Errors and warnings from the language servers. With files, waits \
+        until the diagnostics reflect the files' current text on disk."
+    )]
     async fn diagnostics(
         &self,
         Parameters(args): Parameters<DiagnosticsArgs>,
@@ -317,9 +339,11 @@ impl LspTools {
         reply(self.diagnostics_inner(args).await)
     }
 
-    #[tool(description = "Rename the symbol at FILE:LINE:COLUMN (1-based) to NEW_NAME in every \
+    #[tool(
+        description = "Rename the symbol at FILE:LINE:COLUMN (1-based) to NEW_NAME in every \
         file that uses it, with the language server's semantic rename, and apply the edit. \
-        Reports the files changed.")]
+        Reports the files changed."
+    )]
     async fn rename(
         &self,
         Parameters(args): Parameters<RenameArgs>,
@@ -327,8 +351,10 @@ impl LspTools {
         reply(self.rename_inner(args).await)
     }
 
-    #[tool(description = "The code actions (quick fixes, refactorings) the language server \
-        offers at FILE:LINE:COLUMN or over a range; lists them, applies none.")]
+    #[tool(
+        description = "The code actions (quick fixes, refactorings) the language server \
+        offers at FILE:LINE:COLUMN or over a range; lists them, applies none."
+    )]
     async fn code_actions(
         &self,
         Parameters(args): Parameters<CodeActionsArgs>,
@@ -363,7 +389,11 @@ impl LspTools {
                 s["root"].as_str().unwrap_or("?"),
                 s["languageIds"]
                     .as_array()
-                    .map(|l| l.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(","))
+                    .map(|l| l
+                        .iter()
+                        .filter_map(Value::as_str)
+                        .collect::<Vec<_>>()
+                        .join(","))
                     .unwrap_or_default(),
                 s["positionEncoding"].as_str().unwrap_or("utf-16"),
                 s["serverId"].as_str().unwrap_or("?"),
@@ -431,7 +461,12 @@ impl LspTools {
             .await
             .map_err(describe)?;
         let result: Value = parse(result.get())?;
-        Ok(render_locations(&at.tool, at.encoding, &result, "references"))
+        Ok(render_locations(
+            &at.tool,
+            at.encoding,
+            &result,
+            "references",
+        ))
     }
 
     async fn hover_inner(&self, args: PositionArgs) -> ToolResult<CallToolResult> {
@@ -474,10 +509,16 @@ impl LspTools {
         for item in result.as_array().into_iter().flatten() {
             collect_symbols(&mut files, item, Some(&path), 0, &mut symbols);
         }
-        Ok(render_symbols(&symbols, &format!("{} has no symbols", args.file)))
+        Ok(render_symbols(
+            &symbols,
+            &format!("{} has no symbols", args.file),
+        ))
     }
 
-    async fn workspace_symbols_inner(&self, args: WorkspaceSymbolsArgs) -> ToolResult<CallToolResult> {
+    async fn workspace_symbols_inner(
+        &self,
+        args: WorkspaceSymbolsArgs,
+    ) -> ToolResult<CallToolResult> {
         let tool = self.session().await?;
         let servers = tool.servers().await.map_err(describe)?;
         let chosen: Vec<Value> = servers
@@ -555,19 +596,31 @@ impl LspTools {
             vec![(None, Duration::ZERO)]
         } else {
             let pulled: Vec<String> = pulls.iter().map(|(_, uri)| uri.clone()).collect();
-            vec![(Some(pushed), DIAGNOSTICS_WAIT), (Some(pulled), Duration::ZERO)]
+            vec![
+                (Some(pushed), DIAGNOSTICS_WAIT),
+                (Some(pulled), Duration::ZERO),
+            ]
         };
         for (uris, wait) in calls {
             if uris.as_ref().is_some_and(Vec::is_empty) {
                 continue;
             }
-            let mut params = json!({ "sessionId": tool.session_id(), "waitMs": wait.as_millis() as u64 });
+            let mut params =
+                json!({ "sessionId": tool.session_id(), "waitMs": wait.as_millis() as u64 });
             if let Some(uris) = uris {
                 params["uris"] = json!(uris);
             }
-            let result = tool.call(GateMethod::Diagnostics, params).await.map_err(describe)?;
+            let result = tool
+                .call(GateMethod::Diagnostics, params)
+                .await
+                .map_err(describe)?;
             let result: Value = parse(result.get())?;
-            published.extend(result["diagnostics"].as_array().cloned().unwrap_or_default());
+            published.extend(
+                result["diagnostics"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default(),
+            );
         }
         // Published positions are in each server's encoding: look it up by serverId.
         let encodings: HashMap<String, PositionEncoding> = tool
@@ -575,7 +628,12 @@ impl LspTools {
             .await
             .map_err(describe)?
             .iter()
-            .map(|s| (s["serverId"].as_str().unwrap_or_default().to_string(), encoding_of(s)))
+            .map(|s| {
+                (
+                    s["serverId"].as_str().unwrap_or_default().to_string(),
+                    encoding_of(s),
+                )
+            })
             .collect();
         // (uri, encoding, diagnostics) from both sources.
         let mut found: Vec<(String, PositionEncoding, Vec<Value>)> = Vec::new();
@@ -589,7 +647,10 @@ impl LspTools {
             if published["fresh"] == false {
                 stale.push(Files::new(&tool, encoding).display_uri(&uri));
             }
-            let list = published["diagnostics"].as_array().cloned().unwrap_or_default();
+            let list = published["diagnostics"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
             found.push((uri, encoding, list));
         }
         for (entry, uri) in pulls {
@@ -650,7 +711,11 @@ impl LspTools {
             line: args.line.max(1) as usize,
             column: args.column.max(1) as usize,
         };
-        let RenameEdit { edit, encoding, server } = tool
+        let RenameEdit {
+            edit,
+            encoding,
+            server,
+        } = tool
             .rename_edit(&location, &args.new_name, None)
             .await
             .map_err(describe_rename)?;
@@ -677,7 +742,13 @@ impl LspTools {
                 (report, "the disk")
             }
         };
-        Ok(render_report(&tool, &report, &server, &args.new_name, through))
+        Ok(render_report(
+            &tool,
+            &report,
+            &server,
+            &args.new_name,
+            through,
+        ))
     }
 
     async fn code_actions_inner(&self, args: CodeActionsArgs) -> ToolResult<CallToolResult> {
@@ -690,8 +761,13 @@ impl LspTools {
                     .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
                 let end_line = end_line.unwrap_or(args.line);
                 let end_column = end_column.unwrap_or(args.column);
-                let entry = at.tool.pick_server(Some(&at.server), Some(&path)).await.map_err(describe)?;
-                let character = lsp_position(&text, &path, end_line, end_column, encoding_of(&entry))?;
+                let entry = at
+                    .tool
+                    .pick_server(Some(&at.server), Some(&path))
+                    .await
+                    .map_err(describe)?;
+                let character =
+                    lsp_position(&text, &path, end_line, end_column, encoding_of(&entry))?;
                 json!({ "line": end_line - 1, "character": character })
             }
         };
@@ -786,7 +862,11 @@ fn lsp_position(
 }
 
 /// The server for `file` (or named `name`), once ready.
-async fn ready_server(tool: &OneShot, name: Option<&str>, file: Option<&Path>) -> ToolResult<Value> {
+async fn ready_server(
+    tool: &OneShot,
+    name: Option<&str>,
+    file: Option<&Path>,
+) -> ToolResult<Value> {
     let entry = tool.pick_server(name, file).await.map_err(describe)?;
     wait_ready(tool, entry).await
 }
@@ -862,7 +942,10 @@ impl<'a> Files<'a> {
     }
 
     fn display_uri(&self, uri: &str) -> String {
-        match url::Url::parse(uri).ok().and_then(|u| u.to_file_path().ok()) {
+        match url::Url::parse(uri)
+            .ok()
+            .and_then(|u| u.to_file_path().ok())
+        {
             Some(path) => self.display_path(&path),
             None => uri.to_string(),
         }
@@ -872,7 +955,9 @@ impl<'a> Files<'a> {
     fn point(&mut self, uri: &str, position: &Value) -> Point {
         let line = position["line"].as_u64().unwrap_or(0);
         let character = position["character"].as_u64().unwrap_or(0);
-        let path = url::Url::parse(uri).ok().and_then(|u| u.to_file_path().ok());
+        let path = url::Url::parse(uri)
+            .ok()
+            .and_then(|u| u.to_file_path().ok());
         let Some(path) = path else {
             return Point {
                 file: uri.to_string(),
@@ -889,7 +974,9 @@ impl<'a> Files<'a> {
         });
         let (column, text) = match entry {
             Some((text, index)) => {
-                let start = index.offset(text, line, 0, PositionEncoding::Utf8).unwrap_or(0);
+                let start = index
+                    .offset(text, line, 0, PositionEncoding::Utf8)
+                    .unwrap_or(0);
                 let end = index
                     .offset(text, line, u64::MAX, PositionEncoding::Utf8)
                     .unwrap_or(start);
@@ -957,7 +1044,13 @@ struct Symbol {
 }
 
 /// DocumentSymbol (nested), SymbolInformation and WorkspaceSymbol alike.
-fn collect_symbols(files: &mut Files<'_>, item: &Value, file: Option<&Path>, depth: usize, out: &mut Vec<Symbol>) {
+fn collect_symbols(
+    files: &mut Files<'_>,
+    item: &Value,
+    file: Option<&Path>,
+    depth: usize,
+    out: &mut Vec<Symbol>,
+) {
     let (uri, start) = if let Some(location) = item.get("location") {
         (
             location["uri"].as_str().unwrap_or_default().to_string(),
@@ -1001,7 +1094,13 @@ fn render_symbols(symbols: &[Symbol], empty: &str) -> CallToolResult {
             } else {
                 format!(" — {}", first_line(&s.detail))
             };
-            format!("{}{} {} {}{detail}", "  ".repeat(s.depth), s.kind, s.name, s.at.label())
+            format!(
+                "{}{} {} {}{detail}",
+                "  ".repeat(s.depth),
+                s.kind,
+                s.name,
+                s.at.label()
+            )
         })
         .collect();
     let structured: Vec<Value> = symbols
@@ -1014,9 +1113,17 @@ fn render_symbols(symbols: &[Symbol], empty: &str) -> CallToolResult {
     ok(list(&lines, empty), json!({ "symbols": structured }))
 }
 
-fn render_report(tool: &OneShot, report: &ApplyReport, server: &str, new_name: &str, through: &str) -> CallToolResult {
+fn render_report(
+    tool: &OneShot,
+    report: &ApplyReport,
+    server: &str,
+    new_name: &str,
+    through: &str,
+) -> CallToolResult {
     let files = Files::new(tool, PositionEncoding::Utf16);
-    let show = |paths: &[PathBuf]| -> Vec<String> { paths.iter().map(|p| files.display_path(p)).collect() };
+    let show = |paths: &[PathBuf]| -> Vec<String> {
+        paths.iter().map(|p| files.display_path(p)).collect()
+    };
     let changed = show(&report.written);
     let created = show(&report.created);
     let deleted = show(&report.deleted);
@@ -1059,7 +1166,10 @@ fn list(lines: &[String], empty: &str) -> String {
         text.push('\n');
     }
     if lines.len() > MAX_LISTED {
-        text.push_str(&format!("… and {} more (all are in the structured content)\n", lines.len() - MAX_LISTED));
+        text.push_str(&format!(
+            "… and {} more (all are in the structured content)\n",
+            lines.len() - MAX_LISTED
+        ));
     }
     text
 }
@@ -1072,7 +1182,11 @@ fn first_line(text: &str) -> &str {
 fn hover_text(contents: &Value) -> String {
     match contents {
         Value::String(s) => s.clone(),
-        Value::Array(items) => items.iter().map(hover_text).collect::<Vec<_>>().join("\n\n"),
+        Value::Array(items) => items
+            .iter()
+            .map(hover_text)
+            .collect::<Vec<_>>()
+            .join("\n\n"),
         Value::Object(o) => match (o.get("language"), o.get("value")) {
             (Some(language), Some(value)) => format!(
                 "```{}\n{}\n```",
@@ -1088,9 +1202,32 @@ fn hover_text(contents: &Value) -> String {
 
 fn symbol_kind(kind: u64) -> &'static str {
     const KINDS: [&str; 26] = [
-        "symbol", "file", "module", "namespace", "package", "class", "method", "property", "field",
-        "constructor", "enum", "interface", "function", "variable", "constant", "string", "number",
-        "boolean", "array", "object", "key", "null", "enum-member", "struct", "event", "operator",
+        "symbol",
+        "file",
+        "module",
+        "namespace",
+        "package",
+        "class",
+        "method",
+        "property",
+        "field",
+        "constructor",
+        "enum",
+        "interface",
+        "function",
+        "variable",
+        "constant",
+        "string",
+        "number",
+        "boolean",
+        "array",
+        "object",
+        "key",
+        "null",
+        "enum-member",
+        "struct",
+        "event",
+        "operator",
     ];
     match kind {
         26 => "type-parameter",
@@ -1105,7 +1242,10 @@ mod tests {
     #[test]
     fn hover_contents_of_every_shape() {
         assert_eq!(hover_text(&json!("plain")), "plain");
-        assert_eq!(hover_text(&json!({"kind": "markdown", "value": "**x**"})), "**x**");
+        assert_eq!(
+            hover_text(&json!({"kind": "markdown", "value": "**x**"})),
+            "**x**"
+        );
         assert_eq!(
             hover_text(&json!([{"language": "rust", "value": "fn f()"}, "doc"])),
             "```rust\nfn f()\n```\n\ndoc"
@@ -1116,8 +1256,14 @@ mod tests {
     fn positions_are_one_based_characters() {
         let text = "fn a() {}\nlet é = b;\n";
         let path = Path::new("/x.rs");
-        assert_eq!(lsp_position(text, path, 2, 9, PositionEncoding::Utf16).unwrap(), 8);
-        assert_eq!(lsp_position(text, path, 2, 9, PositionEncoding::Utf8).unwrap(), 9);
+        assert_eq!(
+            lsp_position(text, path, 2, 9, PositionEncoding::Utf16).unwrap(),
+            8
+        );
+        assert_eq!(
+            lsp_position(text, path, 2, 9, PositionEncoding::Utf8).unwrap(),
+            9
+        );
         assert!(lsp_position(text, path, 0, 1, PositionEncoding::Utf16).is_err());
         assert!(lsp_position(text, path, 9, 1, PositionEncoding::Utf16).is_err());
     }
