@@ -254,7 +254,11 @@ fn main() -> anyhow::Result<()> {
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()?;
-            runtime.block_on(acp_lsp::mcp::bridge::run(&connect))?;
+            let outcome = runtime.block_on(acp_lsp::mcp::bridge::run(&connect));
+            // The blocked read of stdin would hold a plain drop of the runtime
+            // until the agent closes our stdin; the proxy's side is gone already.
+            runtime.shutdown_background();
+            outcome?;
             Ok(())
         }
         Command::Servers { dir, config } => {
@@ -376,6 +380,7 @@ fn start_mcp(
         Arc::clone(&tokens),
         Some(Arc::clone(&editor)),
         &random,
+        acp_lsp::mcp::tools::READY_WAIT,
     )?;
     let entry = StdioEntry {
         command: std::env::current_exe().context("cannot find the acp-lsp executable")?,

@@ -105,6 +105,11 @@ impl OneShot {
         &self.session
     }
 
+    /// How long a request waits for its server to be ready.
+    pub fn ready_wait(&self) -> Duration {
+        self.ready_wait
+    }
+
     pub fn gate(&self) -> &Arc<Gate<Registry>> {
         &self.gate
     }

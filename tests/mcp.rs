@@ -13,7 +13,7 @@ mod support;
 
 use acp_lsp::acp::relay::{self, RelayEnd, RelayOptions};
 use acp_lsp::gate::Gate;
-use acp_lsp::lsp::config::Config;
+use acp_lsp::lsp::config::{Config, ServerConfig};
 use acp_lsp::lsp::registry::{Registry, RegistryOptions};
 use acp_lsp::mcp::editor::EditorFs;
 use acp_lsp::mcp::inject::StdioEntry;
@@ -38,6 +38,8 @@ const IO_TIMEOUT: Duration = Duration::from_secs(10);
 /// server that never gets ready is reported by the tool, not by this bound.
 const TOOL_TIMEOUT: Duration = Duration::from_secs(120);
 const PIPE_BUFFER: usize = 1024 * 1024;
+/// How long tools wait for a server that stays indexing, in the test of that.
+const INDEXING_WAIT: Duration = Duration::from_millis(500);
 
 type Client = RunningService<RoleClient, ()>;
 
@@ -74,15 +76,26 @@ async fn send(writer: &mut DuplexStream, message: &Value) {
 impl Proxy {
     /// A relay with MCP injection over a copy of the rust-three-files project.
     fn start() -> Proxy {
+        Proxy::start_with(
+            Config::builtin(),
+            |root| {
+                support::copy_tree(
+                    &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/projects/rust-three-files"),
+                    root,
+                )
+            },
+            acp_lsp::mcp::tools::READY_WAIT,
+        )
+    }
+
+    /// A relay with MCP injection over a project `fill` writes, tools waiting
+    /// `ready_wait` for their server.
+    fn start_with(config: Config, fill: impl FnOnce(&Path), ready_wait: Duration) -> Proxy {
         let tmp = tempfile::tempdir().expect("tempdir");
         let root = tmp.path().join("project");
         std::fs::create_dir_all(&root).expect("create project dir");
-        support::copy_tree(
-            &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/projects/rust-three-files"),
-            &root,
-        );
+        fill(&root);
         let root = root.canonicalize().expect("canonical root");
-        let config = Config::builtin();
         let gate_config = config.gate_config();
         let registry = Registry::new(config, RegistryOptions::default());
         let gate = Gate::new(Arc::clone(&registry), gate_config);
@@ -93,6 +106,7 @@ impl Proxy {
             Arc::clone(&tokens),
             Some(Arc::clone(&editor)),
             &acp_lsp::mcp::random_hex().expect("random"),
+            ready_wait,
         )
         .expect("bind the MCP socket");
         let mcp = McpRelay {
@@ -598,5 +612,49 @@ async fn a_failed_session_request_revokes_its_token_and_a_wrong_token_is_refused
     let ours = json!({"jsonrpc": "2.0", "id": 8, "method": "session/new", "params": {"cwd": proxy.root, "mcpServers": [entry]}});
     send(proxy.editor_w(), &ours).await;
     assert_eq!(read_json(&mut proxy.agent_r, "agent").await, ours);
+    proxy.registry.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_says_the_server_is_still_indexing_rather_than_answering_empty() {
+    // The fake server reports indexing progress that never ends.
+    let mut server = ServerConfig::new(
+        "fake",
+        env!("CARGO_BIN_EXE_acp-lsp-fake-server"),
+        &[],
+        &["fake"],
+        &["fake"],
+        &["fake.toml"],
+    );
+    server.env.insert("FAKE_LSP_MODE".into(), "progress".into());
+    let config = Config {
+        servers: vec![server],
+        ..Config::builtin()
+    };
+    let mut proxy = Proxy::start_with(
+        config,
+        |root| {
+            std::fs::write(root.join("fake.toml"), "").expect("write marker");
+            std::fs::write(root.join("a.fake"), "hello fake\n").expect("write document");
+        },
+        INDEXING_WAIT,
+    );
+    proxy.initialize(false).await;
+    let entry = proxy.new_session("s3").await;
+    let client = connect(&entry).await;
+    let result = call(
+        &client,
+        "references",
+        json!({"file": "a.fake", "line": 1, "column": 1}),
+    )
+    .await;
+    assert_eq!(result.is_error, Some(true), "{}", text(&result));
+    let message = text(&result);
+    assert!(message.contains("fake is still indexing"), "{message}");
+    assert!(
+        message.contains("Indexing"),
+        "the progress title is shown: {message}"
+    );
+    client.cancel().await.expect("close the MCP client");
     proxy.registry.shutdown().await;
 }

@@ -34,12 +34,14 @@ pub struct McpSocket {
 
 impl McpSocket {
     /// Binds the socket in a new private directory and serves connections
-    /// until dropped. `random` names the directory.
+    /// until dropped. `random` names the directory; `ready_wait` is how long
+    /// a tool waits for its server (the proxy uses [`super::tools::READY_WAIT`]).
     pub fn bind(
         gate: Arc<Gate<Registry>>,
         tokens: Arc<TokenTable>,
         editor: Option<Arc<EditorFs>>,
         random: &str,
+        ready_wait: Duration,
     ) -> std::io::Result<McpSocket> {
         let dir = std::env::temp_dir().join(format!("acp-lsp-{}-{random}", std::process::id()));
         std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
@@ -51,7 +53,7 @@ impl McpSocket {
                 return Err(e);
             }
         };
-        let task = tokio::spawn(accept_loop(listener, gate, tokens, editor));
+        let task = tokio::spawn(accept_loop(listener, gate, tokens, editor, ready_wait));
         Ok(McpSocket { dir, path, task })
     }
 
@@ -72,6 +74,7 @@ async fn accept_loop(
     gate: Arc<Gate<Registry>>,
     tokens: Arc<TokenTable>,
     editor: Option<Arc<EditorFs>>,
+    ready_wait: Duration,
 ) {
     loop {
         let stream = match listener.accept().await {
@@ -104,7 +107,7 @@ async fn accept_loop(
                     return;
                 }
             };
-            let tools = LspTools::new(gate, lease, editor);
+            let tools = LspTools::new(gate, lease, editor, ready_wait);
             // The buffered reader goes on: bytes after the token line are MCP.
             match tools.serve((reader, write)).await {
                 Ok(running) => {

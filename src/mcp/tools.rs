@@ -43,6 +43,8 @@ pub struct LspTools {
     gate: Arc<Gate<Registry>>,
     lease: Arc<Lease>,
     editor: Option<Arc<EditorFs>>,
+    /// How long a tool waits for its server to be ready ([`READY_WAIT`]).
+    ready_wait: Duration,
     tool_router: ToolRouter<LspTools>,
 }
 
@@ -169,10 +171,9 @@ fn describe(error: OneShotError) -> String {
     match &error {
         OneShotError::Gate { data, message, .. } => match data["reason"].as_str() {
             Some("not_ready" | "server_starting" | "server_restarting") => format!(
-                "the language server is still indexing (it is {}; waited {} s); \
-                 no answer yet, ask again shortly",
+                "the language server is still indexing (it is {}); no answer yet, ask again \
+                 shortly",
                 data["state"].as_str().unwrap_or("starting"),
-                READY_WAIT.as_secs()
             ),
             Some(reason) => format!("{message} ({reason})"),
             None => message.clone(),
@@ -189,11 +190,19 @@ fn describe_rename(error: RenameError) -> String {
 }
 
 impl LspTools {
-    pub fn new(gate: Arc<Gate<Registry>>, lease: Lease, editor: Option<Arc<EditorFs>>) -> LspTools {
+    /// `ready_wait`: how long a tool waits for its server ([`READY_WAIT`]
+    /// in the proxy).
+    pub fn new(
+        gate: Arc<Gate<Registry>>,
+        lease: Lease,
+        editor: Option<Arc<EditorFs>>,
+        ready_wait: Duration,
+    ) -> LspTools {
         LspTools {
             gate,
             lease: Arc::new(lease),
             editor,
+            ready_wait,
             tool_router: LspTools::tool_router(),
         }
     }
@@ -207,8 +216,13 @@ impl LspTools {
                     .into(),
             );
         };
-        OneShot::attach(&self.gate, &session, READY_WAIT, CancellationToken::new())
-            .ok_or_else(|| format!("the ACP session {session} is closed"))
+        OneShot::attach(
+            &self.gate,
+            &session,
+            self.ready_wait,
+            CancellationToken::new(),
+        )
+        .ok_or_else(|| format!("the ACP session {session} is closed"))
     }
 
     /// Picks the server for `file`, waits for it to be ready and says how to
@@ -871,8 +885,8 @@ async fn ready_server(
     wait_ready(tool, entry).await
 }
 
-/// Waits up to [`READY_WAIT`] for `entry`'s server to be ready; a server
-/// still loading after that is reported as still indexing.
+/// Waits up to the tool's ready wait ([`READY_WAIT`]) for `entry`'s server
+/// to be ready; a server still loading after that is reported as still indexing.
 async fn wait_ready(tool: &OneShot, entry: Value) -> ToolResult<Value> {
     let entry = tool.started(entry).await.map_err(describe)?;
     let name = entry["name"].as_str().unwrap_or("the language server");
@@ -892,7 +906,7 @@ async fn wait_ready(tool: &OneShot, entry: Value) -> ToolResult<Value> {
                 "{name} is still indexing (state {}{progress}, waited {} s); no answer yet, \
                  ask again shortly",
                 state.unwrap_or("unknown"),
-                READY_WAIT.as_secs()
+                tool.ready_wait().as_secs_f64()
             ))
         }
     }
