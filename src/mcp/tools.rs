@@ -12,8 +12,8 @@
 use super::editor::EditorFs;
 use super::tokens::{Lease, SESSION_BIND_WAIT};
 use crate::edit::{
-    apply_to_disk, apply_with_agent_fs, plan_on_disk, ApplyReport, Decisions, LineIndex,
-    PositionEncoding,
+    apply_to_disk, apply_with_agent_fs, plan_on_disk, AgentApplyError, ApplyReport, Decisions,
+    LineIndex, PositionEncoding,
 };
 use crate::gate::{Gate, GateMethod};
 use crate::lsp::registry::Registry;
@@ -734,10 +734,10 @@ impl LspTools {
             .await
             .map_err(describe_rename)?;
         let editor = self.editor.as_ref().filter(|e| e.enabled());
-        let (report, through) = match editor {
+        let through_editor = match editor {
             Some(editor) => {
                 let fs = editor.for_session(&self.gate, tool.session_id());
-                let report = apply_with_agent_fs(
+                match apply_with_agent_fs(
                     &edit,
                     &fs,
                     encoding,
@@ -745,9 +745,23 @@ impl LspTools {
                     &Decisions::default(),
                 )
                 .await
-                .map_err(|e| format!("the edit could not be applied through the editor: {e}"))?;
-                (report, "the editor (fs/write_text_file)")
+                {
+                    Ok(report) => Some(report),
+                    // ACP's fs methods cannot rename or delete a file (renaming
+                    // a module renames its file); nothing was written, so the
+                    // whole edit goes to disk instead.
+                    Err(AgentApplyError::Unsupported { .. }) => None,
+                    Err(e) => {
+                        return Err(format!(
+                            "the edit could not be applied through the editor: {e}"
+                        ))
+                    }
+                }
             }
+            None => None,
+        };
+        let (report, through) = match through_editor {
+            Some(report) => (report, "the editor (fs/write_text_file)"),
             None => {
                 let writable = |p: &Path| tool.is_writable(p);
                 let plan = plan_on_disk(&edit, encoding, &writable, &Decisions::default())
