@@ -8,6 +8,14 @@
 //! `session/close`. Agents may launch the MCP server before they answer
 //! `session/new`, so a connection may arrive while its token is pending: the
 //! tools then wait for the binding ([`SESSION_BIND_WAIT`]).
+//!
+//! A token admits one connection at a time, not one connection ever: agents
+//! start a session's MCP servers again (a reconnect after a crash, and
+//! elizacp starts the server for every tool call), always from the same
+//! entry, so a single-use token would break the second start. What a token
+//! protects is unchanged: only a process given the entry's environment can
+//! reach the session, the socket sits in a 0700 directory, and the token
+//! dies with its session.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
