@@ -41,20 +41,24 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// Runs the prompts in one session; returns the agent's reply to each.
+/// Runs the prompts in one session through `acp-lsp proxy OPTIONS -- elizacp`;
+/// returns the agent's reply to each.
 async fn converse(
     root: &Path,
     elizacp: &Path,
+    options: &[&str],
     prompts: &[String],
     seen: Arc<Mutex<Seen>>,
 ) -> Vec<String> {
-    let proxy = AcpAgent::new(AcpAgentConfig::new(env!("CARGO_BIN_EXE_acp-lsp")).args([
-        "proxy".to_string(),
+    let mut args = vec!["proxy".to_string()];
+    args.extend(options.iter().map(|o| o.to_string()));
+    args.extend([
         "--".to_string(),
         elizacp.display().to_string(),
         "--deterministic".to_string(),
         "acp".to_string(),
-    ]));
+    ]);
+    let proxy = AcpAgent::new(AcpAgentConfig::new(env!("CARGO_BIN_EXE_acp-lsp")).args(args));
     let root = root.to_path_buf();
     let prompts = prompts.to_vec();
     let result = Client
@@ -158,7 +162,7 @@ async fn elizacp_calls_references_and_rename_through_acp_lsp() {
     let seen = Arc::new(Mutex::new(Seen::default()));
     let replies = tokio::time::timeout(
         SESSION_TIMEOUT,
-        converse(&root, &elizacp, &prompts, seen.clone()),
+        converse(&root, &elizacp, &[], &prompts, seen.clone()),
     )
     .await
     .unwrap_or_else(|_| panic!("no end of the conversation within {SESSION_TIMEOUT:?}"));
@@ -212,4 +216,25 @@ async fn elizacp_calls_references_and_rename_through_acp_lsp() {
         .collect();
     writes.sort();
     assert_eq!(writes, ["src/geometry.rs", "src/report.rs", "src/stats.rs"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_mcp_off_the_agent_gets_no_server_of_ours() {
+    let elizacp =
+        find_on_path("elizacp").expect("elizacp is not installed: cargo install --locked elizacp");
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let root = tmp.path().canonicalize().expect("canonical root");
+    let prompts = ["List tools from acp-lsp".to_string()];
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let replies = tokio::time::timeout(
+        SESSION_TIMEOUT,
+        converse(&root, &elizacp, &["--mcp", "off"], &prompts, seen),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("no end of the conversation within {SESSION_TIMEOUT:?}"));
+    assert!(
+        replies[0].contains("MCP server 'acp-lsp' not found"),
+        "{}",
+        replies[0]
+    );
 }
