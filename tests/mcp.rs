@@ -658,3 +658,58 @@ async fn a_tool_says_the_server_is_still_indexing_rather_than_answering_empty() 
     client.cancel().await.expect("close the MCP client");
     proxy.registry.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_load_binds_its_token_and_session_close_revokes_it() {
+    let mut proxy = Proxy::start();
+    proxy.initialize(false).await;
+    // session/load names the session in the request; the token is bound on success.
+    let load = json!({"jsonrpc": "2.0", "id": "l1", "method": "session/load", "params": {
+        "sessionId": "loaded", "cwd": proxy.root, "mcpServers": [],
+    }});
+    send(proxy.editor_w(), &load).await;
+    let seen = read_json(&mut proxy.agent_r, "agent").await;
+    let entry = seen["params"]["mcpServers"][0].clone();
+    assert_eq!(entry["name"], "acp-lsp", "{seen}");
+    let ok = json!({"jsonrpc": "2.0", "id": "l1", "result": {}});
+    send(&mut proxy.agent_w, &ok).await;
+    assert_eq!(read_json(proxy.editor_r(), "editor").await, ok);
+
+    let client = connect(&entry).await;
+    let (servers, _) = success(
+        "lsp_servers",
+        &call(&client, "lsp_servers", json!({})).await,
+    );
+    assert!(servers.contains("rust-analyzer"), "{servers}");
+    client.cancel().await.expect("close the MCP client");
+
+    // session/close (answered with success) ends the session and its token.
+    let close = json!({"jsonrpc": "2.0", "id": "c1", "method": "session/close", "params": {"sessionId": "loaded"}});
+    send(proxy.editor_w(), &close).await;
+    assert_eq!(read_json(&mut proxy.agent_r, "agent").await, close);
+    let ok = json!({"jsonrpc": "2.0", "id": "c1", "result": {}});
+    send(&mut proxy.agent_w, &ok).await;
+    assert_eq!(read_json(proxy.editor_r(), "editor").await, ok);
+    assert!(
+        proxy.tokens.is_empty(),
+        "session/close revokes the session's tokens"
+    );
+    let command = entry["command"].as_str().unwrap().to_string();
+    let args: Vec<String> = entry["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_string())
+        .collect();
+    let token = entry["env"][0]["value"].as_str().unwrap().to_string();
+    let transport =
+        TokioChildProcess::new(tokio::process::Command::new(command).configure(|cmd| {
+            cmd.args(&args).env("ACP_LSP_MCP_TOKEN", token);
+        }))
+        .expect("start the bridge");
+    let outcome = timeout(IO_TIMEOUT, ().serve(transport))
+        .await
+        .expect("the refusal is prompt");
+    assert!(outcome.is_err(), "a closed session's token was served");
+    proxy.registry.shutdown().await;
+}
