@@ -304,11 +304,13 @@ async fn proxy(
     );
     let gate = Gate::new(Arc::clone(&registry), gate_config);
     // Kept to the end: dropping it removes the socket and its directory.
-    let (mcp_relay, _mcp_socket) = match mcp_mode {
+    let (mcp_relay, _mcp_listeners) = match mcp_mode {
         McpMode::Off => (None, None),
         McpMode::Stdio | McpMode::Auto => {
-            let (relay, socket) = start_mcp(&gate).context("cannot start the MCP socket")?;
-            (Some(relay), Some(socket))
+            let (relay, listeners) = start_mcp(&gate, mcp_mode == McpMode::Auto)
+                .await
+                .context("cannot start the MCP server")?;
+            (Some(relay), Some(listeners))
         }
     };
     let (eof_tx, eof_rx) = tokio::sync::oneshot::channel::<()>();
@@ -366,12 +368,24 @@ async fn proxy(
     Ok(status.and_then(|s| s.code()).unwrap_or(1))
 }
 
-/// The private socket the injected MCP entries connect to, and what the relay
-/// needs to inject them.
-fn start_mcp(
+/// The listeners the injected MCP entries connect to (the private socket, and
+/// with `http` the loopback HTTP server), and what the relay needs to inject
+/// them. Dropping the listeners stops them and removes the socket.
+async fn start_mcp(
     gate: &Arc<Gate<Registry>>,
-) -> anyhow::Result<(acp_lsp::mcp::McpRelay, acp_lsp::mcp::socket::McpSocket)> {
-    use acp_lsp::mcp::{editor::EditorFs, inject::StdioEntry, tokens::TokenTable};
+    http: bool,
+) -> anyhow::Result<(
+    acp_lsp::mcp::McpRelay,
+    (
+        acp_lsp::mcp::socket::McpSocket,
+        Option<acp_lsp::mcp::http::McpHttp>,
+    ),
+)> {
+    use acp_lsp::mcp::{
+        editor::EditorFs,
+        inject::{HttpEntry, StdioEntry},
+        tokens::TokenTable,
+    };
     let random = acp_lsp::mcp::random_hex()?;
     let tokens = Arc::new(TokenTable::new());
     let editor = Arc::new(EditorFs::new(&random));
@@ -386,13 +400,30 @@ fn start_mcp(
         command: std::env::current_exe().context("cannot find the acp-lsp executable")?,
         socket: socket.path().to_path_buf(),
     };
+    let http_server = if http {
+        Some(
+            acp_lsp::mcp::http::McpHttp::bind(
+                Arc::clone(gate),
+                Arc::clone(&tokens),
+                Some(Arc::clone(&editor)),
+                acp_lsp::mcp::tools::READY_WAIT,
+            )
+            .await?,
+        )
+    } else {
+        None
+    };
+    let http = http_server
+        .as_ref()
+        .map(|server| HttpEntry { url: server.url() });
     Ok((
         acp_lsp::mcp::McpRelay {
             tokens,
             entry,
+            http,
             editor,
         },
-        socket,
+        (socket, http_server),
     ))
 }
 

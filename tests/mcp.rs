@@ -16,13 +16,15 @@ use acp_lsp::gate::Gate;
 use acp_lsp::lsp::config::{Config, ServerConfig};
 use acp_lsp::lsp::registry::{Registry, RegistryOptions};
 use acp_lsp::mcp::editor::EditorFs;
-use acp_lsp::mcp::inject::StdioEntry;
+use acp_lsp::mcp::http::McpHttp;
+use acp_lsp::mcp::inject::{HttpEntry, StdioEntry};
 use acp_lsp::mcp::socket::McpSocket;
 use acp_lsp::mcp::tokens::TokenTable;
 use acp_lsp::mcp::McpRelay;
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::service::RunningService;
-use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{ConfigureCommandExt, StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -53,6 +55,7 @@ struct Proxy {
     registry: Arc<Registry>,
     root: PathBuf,
     _socket: McpSocket,
+    _http: McpHttp,
     _tmp: tempfile::TempDir,
 }
 
@@ -75,7 +78,7 @@ async fn send(writer: &mut DuplexStream, message: &Value) {
 
 impl Proxy {
     /// A relay with MCP injection over a copy of the rust-three-files project.
-    fn start() -> Proxy {
+    async fn start() -> Proxy {
         Proxy::start_with(
             Config::builtin(),
             |root| {
@@ -86,11 +89,12 @@ impl Proxy {
             },
             acp_lsp::mcp::tools::READY_WAIT,
         )
+        .await
     }
 
     /// A relay with MCP injection over a project `fill` writes, tools waiting
     /// `ready_wait` for their server.
-    fn start_with(config: Config, fill: impl FnOnce(&Path), ready_wait: Duration) -> Proxy {
+    async fn start_with(config: Config, fill: impl FnOnce(&Path), ready_wait: Duration) -> Proxy {
         let tmp = tempfile::tempdir().expect("tempdir");
         let root = tmp.path().join("project");
         std::fs::create_dir_all(&root).expect("create project dir");
@@ -109,12 +113,21 @@ impl Proxy {
             ready_wait,
         )
         .expect("bind the MCP socket");
+        let http = McpHttp::bind(
+            Arc::clone(&gate),
+            Arc::clone(&tokens),
+            Some(Arc::clone(&editor)),
+            ready_wait,
+        )
+        .await
+        .expect("bind the MCP http server");
         let mcp = McpRelay {
             tokens: Arc::clone(&tokens),
             entry: StdioEntry {
                 command: PathBuf::from(env!("CARGO_BIN_EXE_acp-lsp")),
                 socket: socket.path().to_path_buf(),
             },
+            http: Some(HttpEntry { url: http.url() }),
             editor,
         };
         let (editor_in, editor_w) = duplex(PIPE_BUFFER);
@@ -143,6 +156,7 @@ impl Proxy {
             registry,
             root,
             _socket: socket,
+            _http: http,
             _tmp: tmp,
         }
     }
@@ -158,6 +172,11 @@ impl Proxy {
     /// `initialize` both ways; `fs` says whether the editor advertises
     /// reading and writing files.
     async fn initialize(&mut self, fs: bool) {
+        self.initialize_with(fs, json!({})).await;
+    }
+
+    /// `initialize` both ways, the agent answering `agent_capabilities`.
+    async fn initialize_with(&mut self, fs: bool, agent_capabilities: Value) {
         let request = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
             "protocolVersion": 1,
             "clientCapabilities": {"fs": {"readTextFile": fs, "writeTextFile": fs}},
@@ -165,7 +184,7 @@ impl Proxy {
         send(self.editor_w(), &request).await;
         let seen = read_json(&mut self.agent_r, "agent").await;
         assert_eq!(seen["method"], "initialize");
-        let response = json!({"jsonrpc": "2.0", "id": 0, "result": {"protocolVersion": 1, "agentCapabilities": {}}});
+        let response = json!({"jsonrpc": "2.0", "id": 0, "result": {"protocolVersion": 1, "agentCapabilities": agent_capabilities}});
         send(&mut self.agent_w, &response).await;
         assert_eq!(read_json(self.editor_r(), "editor").await, response);
     }
@@ -262,10 +281,11 @@ fn success(tool: &str, result: &CallToolResult) -> (String, Value) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_tool_answers_through_the_injected_server() {
-    let mut proxy = Proxy::start();
+    let mut proxy = Proxy::start().await;
     proxy.initialize(false).await;
     let entry = proxy.new_session("s1").await;
     assert_eq!(entry["name"], "acp-lsp");
+    assert!(entry.get("type").is_none(), "a stdio entry: {entry}");
     assert_eq!(entry["args"][0], "mcp");
     assert_eq!(entry["args"][1], "--connect");
     assert!(
@@ -478,7 +498,7 @@ async fn every_tool_answers_through_the_injected_server() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rename_is_written_through_the_editor_when_it_writes_files() {
-    let mut proxy = Proxy::start();
+    let mut proxy = Proxy::start().await;
     proxy.initialize(true).await;
     let entry = proxy.new_session("s2").await;
     let client = connect(&entry).await;
@@ -572,7 +592,7 @@ async fn rename_is_written_through_the_editor_when_it_writes_files() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_session_request_revokes_its_token_and_a_wrong_token_is_refused() {
-    let mut proxy = Proxy::start();
+    let mut proxy = Proxy::start().await;
     proxy.initialize(false).await;
     let request = json!({"jsonrpc": "2.0", "id": 7, "method": "session/new", "params": {"cwd": proxy.root, "mcpServers": []}});
     send(proxy.editor_w(), &request).await;
@@ -638,7 +658,8 @@ async fn a_tool_says_the_server_is_still_indexing_rather_than_answering_empty() 
             std::fs::write(root.join("a.fake"), "hello fake\n").expect("write document");
         },
         INDEXING_WAIT,
-    );
+    )
+    .await;
     proxy.initialize(false).await;
     let entry = proxy.new_session("s3").await;
     let client = connect(&entry).await;
@@ -661,7 +682,7 @@ async fn a_tool_says_the_server_is_still_indexing_rather_than_answering_empty() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn session_load_binds_its_token_and_session_close_revokes_it() {
-    let mut proxy = Proxy::start();
+    let mut proxy = Proxy::start().await;
     proxy.initialize(false).await;
     // session/load names the session in the request; the token is bound on success.
     let load = json!({"jsonrpc": "2.0", "id": "l1", "method": "session/load", "params": {
@@ -711,5 +732,50 @@ async fn session_load_binds_its_token_and_session_close_revokes_it() {
         .await
         .expect("the refusal is prompt");
     assert!(outcome.is_err(), "a closed session's token was served");
+    proxy.registry.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_that_takes_http_gets_an_http_entry_with_a_bearer_token() {
+    let mut proxy = Proxy::start().await;
+    proxy
+        .initialize_with(false, json!({"mcpCapabilities": {"http": true}}))
+        .await;
+    let entry = proxy.new_session("h1").await;
+    assert_eq!(entry["type"], "http", "{entry}");
+    assert_eq!(entry["name"], "acp-lsp");
+    let url = entry["url"].as_str().expect("url").to_string();
+    assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+    let bearer = entry["headers"][0]["value"].as_str().expect("header");
+    let token = bearer
+        .strip_prefix("Bearer ")
+        .expect("a bearer token")
+        .to_string();
+
+    // Without the token: refused before MCP.
+    let anonymous = ().serve(StreamableHttpClientTransport::from_uri(url.clone())).await;
+    assert!(anonymous.is_err(), "served without a token");
+
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(url).auth_header(token),
+    );
+    let client = timeout(IO_TIMEOUT, ().serve(transport))
+        .await
+        .expect("MCP initialize timed out")
+        .expect("MCP initialize failed");
+    let (refs, _) = success(
+        "references",
+        &call(
+            &client,
+            "references",
+            json!({"file": "src/geometry.rs", "line": 2, "column": 8}),
+        )
+        .await,
+    );
+    assert!(
+        refs.contains("src/report.rs:5:5: area(side, side)"),
+        "{refs}"
+    );
+    client.cancel().await.expect("close the MCP client");
     proxy.registry.shutdown().await;
 }

@@ -72,6 +72,11 @@ struct PendingSession {
 struct State {
     /// Whether the gate answers the agent's `lsp/*` calls.
     answer_lsp: bool,
+    /// The editor's `initialize` request, whose answer says what MCP
+    /// transports the agent takes.
+    initialize_id: Option<RequestId>,
+    /// The agent's `initialize` answer advertised `mcpCapabilities.http`.
+    agent_mcp_http: bool,
     /// Editor request id → session lifecycle request awaiting the agent's answer.
     editor_requests: HashMap<RequestId, PendingSession>,
     /// Agent request id → request awaiting the editor's answer.
@@ -125,6 +130,8 @@ where
         options,
         state: Mutex::new(State {
             answer_lsp: true,
+            initialize_id: None,
+            agent_mcp_http: false,
             editor_requests: HashMap::new(),
             agent_requests: HashMap::new(),
         }),
@@ -365,7 +372,11 @@ impl<H: LspHost> Relay<H> {
                     };
                     let answer_lsp =
                         !rewrite.editor_has_lsp || self.options.lsp_mode == LspMode::Own;
-                    self.lock().answer_lsp = answer_lsp;
+                    {
+                        let mut state = self.lock();
+                        state.answer_lsp = answer_lsp;
+                        state.initialize_id = Some(id);
+                    }
                     tracing::info!(
                         protocol_version = rewrite.protocol_version,
                         editor_has_lsp = rewrite.editor_has_lsp,
@@ -465,6 +476,15 @@ impl<H: LspHost> Relay<H> {
                 Action::Forward
             }
             Kind::Response { id, outcome } => {
+                if self.options.mcp.is_some() {
+                    let mut state = self.lock();
+                    if state.initialize_id.as_ref() == Some(&id) {
+                        state.initialize_id = None;
+                        if let Outcome::Result(result) = outcome {
+                            state.agent_mcp_http = agent_takes_mcp_http(result);
+                        }
+                    }
+                }
                 let Some(pending) = self.lock().editor_requests.remove(&id) else {
                     return Action::Forward;
                 };
@@ -560,7 +580,11 @@ impl<H: LspHost> Relay<H> {
                 return None;
             }
         };
-        match inject(bytes, &mcp.entry.to_json(&token)) {
+        let entry = match &mcp.http {
+            Some(http) if self.lock().agent_mcp_http => http.to_json(&token),
+            _ => mcp.entry.to_json(&token),
+        };
+        match inject(bytes, &entry) {
             Ok(message) => Some((token, message)),
             Err(skip) => {
                 tracing::debug!(?skip, "MCP entry not injected");
@@ -592,6 +616,18 @@ impl<H: LspHost> Relay<H> {
             }
         }
     }
+}
+
+/// Whether the agent's `initialize` result advertises
+/// `agentCapabilities.mcpCapabilities.http` (v1; v2 names the member
+/// `capabilities`).
+fn agent_takes_mcp_http(result: &RawValue) -> bool {
+    let Ok(result) = serde_json::from_str::<serde_json::Value>(result.get()) else {
+        return false;
+    };
+    ["agentCapabilities", "capabilities"]
+        .iter()
+        .any(|key| result[key]["mcpCapabilities"]["http"] == true)
 }
 
 /// Whether an `initialize` request advertises both `fs.readTextFile` and

@@ -43,6 +43,26 @@ impl StdioEntry {
     }
 }
 
+/// How an agent that advertises `mcpCapabilities.http` reaches the injected
+/// server: an `http` entry on 127.0.0.1 with the token as a bearer token.
+#[derive(Debug, Clone)]
+pub struct HttpEntry {
+    pub url: String,
+}
+
+impl HttpEntry {
+    /// The `McpServerHttp` JSON for `token`.
+    pub fn to_json(&self, token: &str) -> String {
+        serde_json::json!({
+            "type": "http",
+            "name": SERVER_NAME,
+            "url": self.url,
+            "headers": [{ "name": "Authorization", "value": format!("Bearer {token}") }],
+        })
+        .to_string()
+    }
+}
+
 fn path_text(path: &Path) -> String {
     path.to_string_lossy().into_owned()
 }

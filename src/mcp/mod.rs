@@ -7,18 +7,21 @@
 //!   one MCP connection served by [`tools::LspTools`] (rmcp).
 //! - [`bridge`]: `acp-lsp mcp --connect SOCKET`, the stdio process the agent
 //!   starts, a byte bridge to the socket.
+//! - [`http`]: the same tools over streamable HTTP on 127.0.0.1 with a bearer
+//!   token, for agents that advertise `mcpCapabilities.http`.
 //! - [`editor`]: requests acp-lsp itself sends the editor (`fs/*`), so a
 //!   rename is written through the editor when it can.
 
 pub mod bridge;
 pub mod editor;
+pub mod http;
 pub mod inject;
 pub mod socket;
 pub mod tokens;
 pub mod tools;
 
 use editor::EditorFs;
-use inject::StdioEntry;
+use inject::{HttpEntry, StdioEntry};
 use std::sync::Arc;
 use tokens::TokenTable;
 
@@ -29,7 +32,8 @@ pub enum McpMode {
     Off,
     /// A stdio entry running `acp-lsp mcp --connect …`.
     Stdio,
-    /// What the agent supports best. Only stdio is implemented, so this is stdio.
+    /// An `http` entry when the agent's `initialize` answer advertises
+    /// `mcpCapabilities.http`, else stdio.
     #[default]
     Auto,
 }
@@ -39,6 +43,8 @@ pub enum McpMode {
 pub struct McpRelay {
     pub tokens: Arc<TokenTable>,
     pub entry: StdioEntry,
+    /// Offered to agents that advertise `mcpCapabilities.http` (`--mcp auto`).
+    pub http: Option<HttpEntry>,
     pub editor: Arc<EditorFs>,
 }
 

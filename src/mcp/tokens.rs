@@ -62,16 +62,19 @@ pub struct TokenTable {
     tokens: Mutex<HashMap<String, Entry>>,
 }
 
-/// A connection's hold on its token; dropping it frees the token for the next
-/// connection.
+/// A connection's hold on its token; dropping an exclusive one frees the
+/// token for the next connection.
 pub struct Lease {
     binding: watch::Receiver<Binding>,
-    busy: watch::Sender<bool>,
+    /// Set for a socket connection ([`TokenTable::admit`]).
+    busy: Option<watch::Sender<bool>>,
 }
 
 impl Drop for Lease {
     fn drop(&mut self) {
-        self.busy.send_replace(false);
+        if let Some(busy) = &self.busy {
+            busy.send_replace(false);
+        }
     }
 }
 
@@ -166,7 +169,10 @@ impl TokenTable {
                 }
             });
             if taken {
-                return Ok(Lease { binding, busy });
+                return Ok(Lease {
+                    binding,
+                    busy: Some(busy),
+                });
             }
             let mut rx = busy.subscribe();
             let freed = tokio::time::timeout_at(deadline, rx.wait_for(|held| !*held))
@@ -176,6 +182,17 @@ impl TokenTable {
                 return Err(TokenError::Busy);
             }
         }
+    }
+
+    /// A shared hold on `token`, for the http transport, where one agent may
+    /// open several MCP sessions with the same bearer token.
+    pub fn watch(&self, token: &str) -> Result<Lease, TokenError> {
+        let tokens = self.lock();
+        let entry = tokens.get(token).ok_or(TokenError::Unknown)?;
+        Ok(Lease {
+            binding: entry.binding.subscribe(),
+            busy: None,
+        })
     }
 
     /// How many tokens are live (tests).
