@@ -144,7 +144,14 @@ impl RootWatch {
         let (raw_tx, raw_rx) = mpsc::unbounded_channel::<notify::Result<Event>>();
         let received = Arc::new(AtomicU64::new(0));
         let counter = Arc::clone(&received);
-        let watcher = notify::recommended_watcher(move |event| {
+        let watcher = notify::recommended_watcher(move |event: notify::Result<Event>| {
+            // Reads (open, close) change nothing and are dropped below anyway;
+            // counted, each would make the next request settle for a batch
+            // (~20 ms) that does nothing, and the MCP tools read the files
+            // they answer about.
+            if matches!(&event, Ok(e) if matches!(e.kind, EventKind::Access(_))) {
+                return;
+            }
             // Counted before it is queued: a settle that reads the count then
             // always waits for this event.
             counter.fetch_add(1, Ordering::AcqRel);
