@@ -607,6 +607,27 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn reads_are_not_counted_as_events_to_settle() {
+        const READS: u64 = 20;
+        let mut f = fixture(WatchOptions::default());
+        let settler = f.watch.settler();
+        let before = settler.received();
+        for _ in 0..READS {
+            std::fs::read_to_string(f.root.join("src/a.rs")).unwrap();
+        }
+        // inotify keeps order: once the write's batch is here, every read's
+        // events (an open and a close each) came before it.
+        let sentinel = f.root.join("src/sentinel.rs");
+        std::fs::write(&sentinel, "s").unwrap();
+        f.changes_for(&sentinel).await;
+        let counted = settler.received() - before;
+        assert!(
+            counted < READS,
+            "{counted} events counted for {READS} reads and one write"
+        );
+    }
+
+    #[tokio::test]
     async fn the_watch_limit_degrades_visibly() {
         let f = fixture(WatchOptions {
             max_watches: Some(1),
