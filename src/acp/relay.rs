@@ -1,10 +1,13 @@
 //! The relay: editor ⇄ proxy ⇄ agent, newline-delimited JSON-RPC both ways.
 //!
 //! Every line is forwarded as the exact bytes that arrived, in order, except:
-//! the editor's `initialize` request (gains the `lsp` capability), the agent's
-//! requests to the gate (answered here, never forwarded) and the agent's
-//! `$/cancel_request` for one of those. Session lifecycle and
-//! `fs/write_text_file` are observed on the way through.
+//! the editor's `initialize` request (gains the `lsp` capability), the
+//! editor's session requests (gain acp-lsp's MCP server in `mcpServers`,
+//! unless `--mcp off`), the agent's requests to the gate (answered here,
+//! never forwarded), the agent's `$/cancel_request` for one of those, and the
+//! editor's answers to acp-lsp's own requests (consumed). Session lifecycle,
+//! the agent's `initialize` answer and `fs/write_text_file` are observed on
+//! the way through.
 
 use super::initialize::rewrite_initialize;
 use super::sessions::{result_session_id, session_op, SessionOp};
