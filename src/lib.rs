@@ -8,6 +8,7 @@ pub mod edit;
 pub mod gate;
 pub mod jsonrpc;
 pub mod lsp;
+pub mod mcp;
 pub mod oneshot;
 pub mod record;
 pub mod watch;

@@ -5,6 +5,7 @@ use acp_lsp::conformance;
 use acp_lsp::gate::Gate;
 use acp_lsp::lsp::config::Config;
 use acp_lsp::lsp::registry::{Registry, RegistryOptions};
+use acp_lsp::mcp::McpMode;
 use acp_lsp::oneshot::{params_file, FileLocation, OneShot, RenameOutcome};
 use acp_lsp::record::Recorder;
 use anyhow::Context;
@@ -54,6 +55,9 @@ enum Command {
         /// Start language servers on first use instead of on session/new.
         #[arg(long)]
         lazy: bool,
+        /// Add acp-lsp's MCP server (language-server tools) to every session's mcpServers.
+        #[arg(long, value_enum, default_value_t = McpMode::Auto)]
+        mcp: McpMode,
         #[command(flatten)]
         log: LogArgs,
         /// The agent command and its arguments.
@@ -138,6 +142,15 @@ enum Command {
         #[arg(last = true)]
         command: Vec<std::ffi::OsString>,
     },
+    /// The MCP server the proxy adds to each session, as the agent starts it:
+    /// bridges stdin/stdout to the running proxy. Not for use by hand.
+    Mcp {
+        /// The proxy's socket.
+        #[arg(long)]
+        connect: PathBuf,
+        #[command(flatten)]
+        log: LogArgs,
+    },
     /// Show which language servers would run for a folder, and whether each is installed.
     Servers {
         /// The folder (default: the current one).
@@ -210,6 +223,7 @@ fn main() -> anyhow::Result<()> {
             record,
             lsp,
             lazy,
+            mcp,
             log,
             agent,
         } => {
@@ -222,7 +236,7 @@ fn main() -> anyhow::Result<()> {
                 })
                 .transpose()?;
             let runtime = tokio::runtime::Runtime::new()?;
-            let code = runtime.block_on(proxy(config, recorder, lsp, lazy, agent))?;
+            let code = runtime.block_on(proxy(config, recorder, lsp, lazy, mcp, agent))?;
             std::process::exit(code);
         }
         Command::Request {
@@ -345,6 +359,18 @@ fn main() -> anyhow::Result<()> {
             } else {
                 1
             });
+    },
+        Command::Mcp { connect, log } => {
+            init_logging(&log)?;
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            let outcome = runtime.block_on(acp_lsp::mcp::bridge::run(&connect));
+            // The blocked read of stdin would hold a plain drop of the runtime
+            // until the agent closes our stdin; the proxy's side is gone already.
+            runtime.shutdown_background();
+            outcome?;
+            Ok(())
         }
         Command::Servers { dir, config } => {
             let config = Config::load(config.as_deref())?;
@@ -396,6 +422,7 @@ async fn proxy(
     recorder: Option<Recorder>,
     lsp_mode: LspMode,
     lazy: bool,
+    mcp_mode: McpMode,
     agent: Vec<String>,
 ) -> anyhow::Result<i32> {
     let (program, args) = agent.split_first().context("no agent command given")?;
@@ -423,6 +450,16 @@ async fn proxy(
         },
     );
     let gate = Gate::new(Arc::clone(&registry), gate_config);
+    // Kept to the end: dropping it removes the socket and its directory.
+    let (mcp_relay, _mcp_listeners) = match mcp_mode {
+        McpMode::Off => (None, None),
+        McpMode::Stdio | McpMode::Auto => {
+            let (relay, listeners) = start_mcp(&gate, mcp_mode == McpMode::Auto)
+                .await
+                .context("cannot start the MCP server")?;
+            (Some(relay), Some(listeners))
+        }
+    };
     let (eof_tx, eof_rx) = tokio::sync::oneshot::channel::<()>();
     let relay = relay::run(
         gate,
@@ -433,6 +470,7 @@ async fn proxy(
         RelayOptions {
             lsp_mode,
             recorder: recorder.clone(),
+            mcp: mcp_relay,
         },
         move || {
             let _ = eof_tx.send(());
@@ -475,6 +513,65 @@ async fn proxy(
         }
     };
     Ok(status.and_then(|s| s.code()).unwrap_or(1))
+}
+
+/// The listeners the injected MCP entries connect to (the private socket, and
+/// with `http` the loopback HTTP server), and what the relay needs to inject
+/// them. Dropping the listeners stops them and removes the socket.
+async fn start_mcp(
+    gate: &Arc<Gate<Registry>>,
+    http: bool,
+) -> anyhow::Result<(
+    acp_lsp::mcp::McpRelay,
+    (
+        acp_lsp::mcp::socket::McpSocket,
+        Option<acp_lsp::mcp::http::McpHttp>,
+    ),
+)> {
+    use acp_lsp::mcp::{
+        editor::EditorFs,
+        inject::{HttpEntry, StdioEntry},
+        tokens::TokenTable,
+    };
+    let random = acp_lsp::mcp::random_hex()?;
+    let tokens = Arc::new(TokenTable::new());
+    let editor = Arc::new(EditorFs::new(&random));
+    let socket = acp_lsp::mcp::socket::McpSocket::bind(
+        Arc::clone(gate),
+        Arc::clone(&tokens),
+        Some(Arc::clone(&editor)),
+        &random,
+        acp_lsp::mcp::tools::READY_WAIT,
+    )?;
+    let entry = StdioEntry {
+        command: std::env::current_exe().context("cannot find the acp-lsp executable")?,
+        socket: socket.path().to_path_buf(),
+    };
+    let http_server = if http {
+        Some(
+            acp_lsp::mcp::http::McpHttp::bind(
+                Arc::clone(gate),
+                Arc::clone(&tokens),
+                Some(Arc::clone(&editor)),
+                acp_lsp::mcp::tools::READY_WAIT,
+            )
+            .await?,
+        )
+    } else {
+        None
+    };
+    let http = http_server
+        .as_ref()
+        .map(|server| HttpEntry { url: server.url() });
+    Ok((
+        acp_lsp::mcp::McpRelay {
+            tokens,
+            entry,
+            http,
+            editor,
+        },
+        (socket, http_server),
+    ))
 }
 
 async fn terminate_signal() {

@@ -1,18 +1,18 @@
 //! One-shot use from the command line (`acp-lsp request`, `acp-lsp rename`):
 //! one session over one root, served through the same gate as agents, so the
-//! same refusals, confinement and document sync apply.
+//! same refusals, confinement and document sync apply. The MCP server
+//! (`crate::mcp`) uses the same helpers over an agent's session
+//! ([`OneShot::attach`]).
 
 use crate::gate::{Gate, GateMethod, ServerState};
-use crate::jsonrpc::{Envelope, Kind, Outcome, RequestId};
 use crate::lsp::config::Config;
 use crate::lsp::registry::{Registry, RegistryOptions};
-use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 /// The session id the tools use.
 pub const SESSION: &str = "acp-lsp-cli";
@@ -35,12 +35,18 @@ pub enum OneShotError {
     Protocol(String),
 }
 
-/// A session over one root.
+/// Requests through the gate for one session: the CLI's own session over one
+/// root, or (for the MCP server) an agent's session.
 pub struct OneShot {
-    root: PathBuf,
+    /// The session's roots; the first is where relative paths start.
+    roots: Vec<PathBuf>,
+    session: String,
     registry: Arc<Registry>,
     gate: Arc<Gate<Registry>>,
-    next_id: AtomicU64,
+    /// How long a request waits for its server to be ready.
+    ready_wait: Duration,
+    /// Cancels the requests in flight (the MCP client cancelled the tool call).
+    cancel: CancellationToken,
 }
 
 impl OneShot {
@@ -58,65 +64,86 @@ impl OneShot {
         let gate = Gate::new(Arc::clone(&registry), gate_config);
         gate.open_session(SESSION, vec![root.clone()]);
         OneShot {
-            root,
+            roots: vec![root],
+            session: SESSION.to_string(),
             registry,
             gate,
-            next_id: AtomicU64::new(1),
+            ready_wait: READY_WAIT,
+            cancel: CancellationToken::new(),
         }
     }
 
+    /// The helpers over an open session of `gate` (`None` when the gate does
+    /// not know it). Requests wait up to `ready_wait` for their server.
+    pub fn attach(
+        gate: &Arc<Gate<Registry>>,
+        session_id: &str,
+        ready_wait: Duration,
+        cancel: CancellationToken,
+    ) -> Option<OneShot> {
+        let session = gate.sessions().get(session_id)?;
+        Some(OneShot {
+            roots: session.roots().to_vec(),
+            session: session_id.to_string(),
+            registry: Arc::clone(gate.host()),
+            gate: Arc::clone(gate),
+            ready_wait,
+            cancel,
+        })
+    }
+
+    /// The first root: where relative paths start.
     pub fn root(&self) -> &Path {
-        &self.root
+        &self.roots[0]
+    }
+
+    pub fn roots(&self) -> &[PathBuf] {
+        &self.roots
+    }
+
+    pub fn session_id(&self) -> &str {
+        &self.session
+    }
+
+    /// How long a request waits for its server to be ready.
+    pub fn ready_wait(&self) -> Duration {
+        self.ready_wait
     }
 
     pub fn gate(&self) -> &Arc<Gate<Registry>> {
         &self.gate
     }
 
-    /// Calls the gate and returns the raw `result`.
-    async fn call(&self, method: GateMethod, params: Value) -> Result<Box<RawValue>, OneShotError> {
-        let id = RequestId::from_u64(self.next_id.fetch_add(1, Ordering::Relaxed));
+    /// Calls the gate and returns the raw result (for `lsp/request`, the
+    /// server's result: what the agent gets as `lspResult`).
+    pub async fn call(
+        &self,
+        method: GateMethod,
+        params: Value,
+    ) -> Result<Box<RawValue>, OneShotError> {
         let params = serde_json::value::to_raw_value(&params)
             .map_err(|e| OneShotError::Protocol(e.to_string()))?;
-        let response = self.gate.call(id, method, Some(params)).await;
-        let kind = Envelope::parse(&response)
-            .ok()
-            .and_then(Envelope::kind)
-            .ok_or_else(|| OneShotError::Protocol(String::from_utf8_lossy(&response).into()))?;
-        match kind {
-            Kind::Response {
-                outcome: Outcome::Result(result),
-                ..
-            } => Ok(result.to_owned()),
-            Kind::Response {
-                outcome: Outcome::Error(error),
-                ..
-            } => {
-                #[derive(Deserialize)]
-                struct ErrorObject {
-                    code: i64,
-                    message: String,
-                    #[serde(default)]
-                    data: Value,
-                }
-                let error: ErrorObject = serde_json::from_str(error.get())
-                    .map_err(|e| OneShotError::Protocol(e.to_string()))?;
+        match self
+            .gate
+            .call_internal(method, Some(&params), self.cancel.clone())
+            .await
+        {
+            Ok(reply) => Ok(reply.result),
+            Err((error, lsp_method)) => {
+                let error = error.to_error_object(lsp_method.as_deref());
                 Err(OneShotError::Gate {
                     code: error.code,
                     message: error.message,
-                    data: error.data,
+                    data: error.data.unwrap_or(Value::Null),
                 })
             }
-            _ => Err(OneShotError::Protocol(
-                String::from_utf8_lossy(&response).into(),
-            )),
         }
     }
 
     /// The `lsp/servers` entries.
     pub async fn servers(&self) -> Result<Vec<Value>, OneShotError> {
         let result = self
-            .call(GateMethod::Servers, json!({ "sessionId": SESSION }))
+            .call(GateMethod::Servers, json!({ "sessionId": self.session }))
             .await?;
         let parsed: Value = serde_json::from_str(result.get())
             .map_err(|e| OneShotError::Protocol(e.to_string()))?;
@@ -147,7 +174,7 @@ impl OneShot {
             // A file outside the session goes to any server: the gate then
             // refuses it with a clear reason.
             .filter(|s| {
-                file.filter(|f| f.starts_with(&self.root))
+                file.filter(|f| self.roots.iter().any(|root| f.starts_with(root)))
                     .is_none_or(|f| s["root"].as_str().is_some_and(|root| f.starts_with(root)))
             })
             .collect();
@@ -162,11 +189,13 @@ impl OneShot {
                     (None, Some(file)) => file.display().to_string(),
                     (None, None) => "this folder".into(),
                 },
-                root: self.root.display().to_string(),
+                root: self.root().display().to_string(),
             })
     }
 
     /// One `lsp/request`, waiting for the server to be ready; returns `lspResult` verbatim.
+    /// A server still not ready after the wait is an error (`ready_timeout`),
+    /// never an early, possibly empty, answer.
     pub async fn request(
         &self,
         server_id: &str,
@@ -177,23 +206,16 @@ impl OneShot {
             .call(
                 GateMethod::Request,
                 json!({
-                    "sessionId": SESSION,
+                    "sessionId": self.session,
                     "serverId": server_id,
                     "method": method,
                     "params": params,
-                    "waitUntilReady": READY_WAIT.as_millis() as u64,
+                    "waitUntilReady": self.ready_wait.as_millis() as u64,
                 }),
             )
             .await?;
-        #[derive(Deserialize)]
-        #[serde(rename_all = "camelCase")]
-        struct RequestResult<'a> {
-            #[serde(borrow)]
-            lsp_result: &'a RawValue,
-        }
-        let parsed: RequestResult = serde_json::from_str(result.get())
-            .map_err(|e| OneShotError::Protocol(e.to_string()))?;
-        Ok(parsed.lsp_result.to_owned())
+        // The gate's result for an internal call is `lspResult` itself.
+        Ok(result)
     }
 
     /// `entry` once its server has answered `initialize`. Servers start
@@ -201,9 +223,9 @@ impl OneShot {
     /// the default position encoding; `rename` reads both (whether to send
     /// `prepareRename`, how to count the column, whether the server wants
     /// `workspace/willRenameFiles`). Waits as long as a request would
-    /// ([`READY_WAIT`]); a server that fails or times out is reported by the
+    /// (`ready_wait`); a server that fails or times out is reported by the
     /// request that follows.
-    async fn started(&self, entry: Value) -> Result<Value, OneShotError> {
+    pub async fn started(&self, entry: Value) -> Result<Value, OneShotError> {
         let Some(server) = entry["serverId"]
             .as_str()
             .and_then(|id| self.registry.server(id))
@@ -212,7 +234,7 @@ impl OneShot {
         };
         server.ensure_started();
         let _ = tokio::time::timeout(
-            READY_WAIT,
+            self.ready_wait,
             server.wait_for_state(|s| {
                 matches!(
                     s,
@@ -303,6 +325,16 @@ pub enum RenameError {
     Apply(#[from] crate::edit::ApplyError),
 }
 
+/// A rename's `WorkspaceEdit`, with what is needed to apply it.
+#[derive(Debug)]
+pub struct RenameEdit {
+    /// The server's edit, with the `workspace/willRenameFiles` edits ahead of it.
+    pub edit: Value,
+    pub encoding: crate::edit::PositionEncoding,
+    /// The server's name.
+    pub server: String,
+}
+
 impl OneShot {
     /// Renames the symbol at `at` to `new_name` with the file's language
     /// server: `prepareRename` (when the server supports it), `rename`, then
@@ -316,7 +348,51 @@ impl OneShot {
         dry_run: bool,
         accept_annotations: bool,
     ) -> Result<RenameOutcome, RenameError> {
-        use crate::edit::{apply_to_disk, plan_on_disk, Decisions, LineIndex, PositionEncoding};
+        use crate::edit::{apply_to_disk, plan_on_disk, Decisions};
+        let RenameEdit { edit, encoding, .. } = self.rename_edit(at, new_name, server_name).await?;
+        let writable = |path: &Path| self.is_writable(path);
+        let mut plan = plan_on_disk(&edit, encoding, &writable, &Decisions::default())?;
+        let unconfirmed: Vec<String> = plan
+            .unconfirmed()
+            .iter()
+            .map(|a| format!("{} ({})", a.label, a.id))
+            .collect();
+        if !unconfirmed.is_empty() {
+            if !accept_annotations && !dry_run {
+                return Err(RenameError::NeedsConfirmation(unconfirmed.join(", ")));
+            }
+            let ids: Vec<String> = plan
+                .needs_confirmation
+                .iter()
+                .map(|a| a.id.clone())
+                .collect();
+            plan.confirm(ids);
+        }
+        if dry_run {
+            return Ok(RenameOutcome::DryRun(crate::edit::dry_run(&plan)));
+        }
+        Ok(RenameOutcome::Applied(apply_to_disk(&plan)?))
+    }
+
+    /// Whether an edit may write `path`: the session's confinement (its
+    /// roots, less the read-only roots).
+    pub fn is_writable(&self, path: &Path) -> bool {
+        self.gate
+            .sessions()
+            .get(&self.session)
+            .is_some_and(|session| session.confinement().is_writable(path))
+    }
+
+    /// Asks the file's server for the edit renaming the symbol at `at` to
+    /// `new_name` (`prepareRename` first when the server supports it, and
+    /// `workspace/willRenameFiles` for the files the edit renames). Writes nothing.
+    pub async fn rename_edit(
+        &self,
+        at: &FileLocation,
+        new_name: &str,
+        server_name: Option<&str>,
+    ) -> Result<RenameEdit, RenameError> {
+        use crate::edit::{LineIndex, PositionEncoding};
         let file = at.file.canonicalize().map_err(|source| RenameError::Read {
             path: at.file.clone(),
             source,
@@ -378,30 +454,11 @@ impl OneShot {
             return Err(RenameError::NotRenamable { server, location });
         }
         let edit = self.with_will_rename(&server_id, &entry, edit).await?;
-        let confinement =
-            crate::gate::confine::Confinement::new(std::slice::from_ref(&self.root), &[], &[]);
-        let writable = |path: &Path| confinement.is_writable(path);
-        let mut plan = plan_on_disk(&edit, encoding, &writable, &Decisions::default())?;
-        let unconfirmed: Vec<String> = plan
-            .unconfirmed()
-            .iter()
-            .map(|a| format!("{} ({})", a.label, a.id))
-            .collect();
-        if !unconfirmed.is_empty() {
-            if !accept_annotations && !dry_run {
-                return Err(RenameError::NeedsConfirmation(unconfirmed.join(", ")));
-            }
-            let ids: Vec<String> = plan
-                .needs_confirmation
-                .iter()
-                .map(|a| a.id.clone())
-                .collect();
-            plan.confirm(ids);
-        }
-        if dry_run {
-            return Ok(RenameOutcome::DryRun(crate::edit::dry_run(&plan)));
-        }
-        Ok(RenameOutcome::Applied(apply_to_disk(&plan)?))
+        Ok(RenameEdit {
+            edit,
+            encoding,
+            server,
+        })
     }
 
     /// Adds to `edit` what the server wants done before the files `edit`

@@ -144,7 +144,14 @@ impl RootWatch {
         let (raw_tx, raw_rx) = mpsc::unbounded_channel::<notify::Result<Event>>();
         let received = Arc::new(AtomicU64::new(0));
         let counter = Arc::clone(&received);
-        let watcher = notify::recommended_watcher(move |event| {
+        let watcher = notify::recommended_watcher(move |event: notify::Result<Event>| {
+            // Reads (open, close) change nothing and are dropped below anyway;
+            // counted, each would make the next request settle for a batch
+            // (~20 ms) that does nothing, and the MCP tools read the files
+            // they answer about.
+            if matches!(&event, Ok(e) if matches!(e.kind, EventKind::Access(_))) {
+                return;
+            }
             // Counted before it is queued: a settle that reads the count then
             // always waits for this event.
             counter.fetch_add(1, Ordering::AcqRel);
@@ -597,6 +604,27 @@ mod tests {
         tokio::time::timeout(Duration::from_millis(1), settler.settle(BATCH_TIMEOUT))
             .await
             .expect("nothing to wait for");
+    }
+
+    #[tokio::test]
+    async fn reads_are_not_counted_as_events_to_settle() {
+        const READS: u64 = 20;
+        let mut f = fixture(WatchOptions::default());
+        let settler = f.watch.settler();
+        let before = settler.received();
+        for _ in 0..READS {
+            std::fs::read_to_string(f.root.join("src/a.rs")).unwrap();
+        }
+        // inotify keeps order: once the write's batch is here, every read's
+        // events (an open and a close each) came before it.
+        let sentinel = f.root.join("src/sentinel.rs");
+        std::fs::write(&sentinel, "s").unwrap();
+        f.changes_for(&sentinel).await;
+        let counted = settler.received() - before;
+        assert!(
+            counted < READS,
+            "{counted} events counted for {READS} reads and one write"
+        );
     }
 
     #[tokio::test]

@@ -2,7 +2,7 @@
 //! (`@agentclientprotocol/sdk`, see `tests/peers/`), driving the real
 //! `acp-lsp proxy` binary:
 //!
-//! editor = `tests/peers/client.mjs` ⇄ `acp-lsp proxy --record …` ⇄ `tests/peers/agent.mjs`
+//! editor = `tests/peers/client.mjs` ⇄ `acp-lsp proxy --mcp off --record …` ⇄ `tests/peers/agent.mjs`
 //!
 //! Both peers tap the raw bytes of their side of the wire (`PEER_TAP_CLIENT`,
 //! `PEER_TAP_AGENT`), so the test can check that the proxy relays every line

@@ -1,10 +1,13 @@
 //! The relay: editor ⇄ proxy ⇄ agent, newline-delimited JSON-RPC both ways.
 //!
 //! Every line is forwarded as the exact bytes that arrived, in order, except:
-//! the editor's `initialize` request (gains the `lsp` capability), the agent's
-//! requests to the gate (answered here, never forwarded) and the agent's
-//! `$/cancel_request` for one of those. Session lifecycle and
-//! `fs/write_text_file` are observed on the way through.
+//! the editor's `initialize` request (gains the `lsp` capability), the
+//! editor's session requests (gain acp-lsp's MCP server in `mcpServers`,
+//! unless `--mcp off`), the agent's requests to the gate (answered here,
+//! never forwarded), the agent's `$/cancel_request` for one of those, and the
+//! editor's answers to acp-lsp's own requests (consumed). Session lifecycle,
+//! the agent's `initialize` answer and `fs/write_text_file` are observed on
+//! the way through.
 
 use super::initialize::rewrite_initialize;
 use super::sessions::{result_session_id, session_op, SessionOp};
@@ -15,6 +18,8 @@ use crate::jsonrpc::ndjson::{LineChunk, LineReader};
 use crate::jsonrpc::{
     self, depth, first_significant_byte, shallow, Envelope, ErrorObject, Kind, Outcome, RequestId,
 };
+use crate::mcp::inject::{carries_mcp_servers, inject};
+use crate::mcp::McpRelay;
 use crate::record::{Direction, Recorder};
 use bytes::Bytes;
 use futures::future::{join_all, BoxFuture};
@@ -42,6 +47,8 @@ pub enum LspMode {
 pub struct RelayOptions {
     pub lsp_mode: LspMode,
     pub recorder: Option<Recorder>,
+    /// Inject acp-lsp's MCP server into session requests (`None`: `--mcp=off`).
+    pub mcp: Option<McpRelay>,
 }
 
 /// How the relay ended.
@@ -58,11 +65,23 @@ enum AgentRequest {
     WriteTextFile { line: Bytes },
 }
 
+/// A session request of the editor awaiting the agent's answer.
+struct PendingSession {
+    op: Option<SessionOp>,
+    /// The MCP token injected into it, bound to the session on success.
+    token: Option<String>,
+}
+
 struct State {
     /// Whether the gate answers the agent's `lsp/*` calls.
     answer_lsp: bool,
+    /// The editor's `initialize` request, whose answer says what MCP
+    /// transports the agent takes.
+    initialize_id: Option<RequestId>,
+    /// The agent's `initialize` answer advertised `mcpCapabilities.http`.
+    agent_mcp_http: bool,
     /// Editor request id → session lifecycle request awaiting the agent's answer.
-    editor_requests: HashMap<RequestId, SessionOp>,
+    editor_requests: HashMap<RequestId, PendingSession>,
     /// Agent request id → request awaiting the editor's answer.
     agent_requests: HashMap<RequestId, AgentRequest>,
 }
@@ -114,6 +133,8 @@ where
         options,
         state: Mutex::new(State {
             answer_lsp: true,
+            initialize_id: None,
+            agent_mcp_http: false,
             editor_requests: HashMap::new(),
             agent_requests: HashMap::new(),
         }),
@@ -131,6 +152,22 @@ where
         editor_rx,
         recorder.clone().map(|r| (r, Direction::ProxyToEditor)),
     ));
+    // Requests acp-lsp itself sends the editor (the MCP tools' fs/* calls).
+    let editor_outbox = relay
+        .options
+        .mcp
+        .as_ref()
+        .and_then(|mcp| mcp.editor.take_outbox())
+        .map(|mut outbox| {
+            let to_editor = relay.to_editor.clone();
+            tokio::spawn(async move {
+                while let Some(line) = outbox.recv().await {
+                    if to_editor.send(Outgoing::line(line)).await.is_err() {
+                        break;
+                    }
+                }
+            })
+        });
 
     let from_editor = {
         let relay = Arc::clone(&relay);
@@ -150,6 +187,10 @@ where
     };
     let end = relay.pump(agent_out, max_line, Side::Agent).await;
     from_editor.abort();
+    // It holds a sender to the editor's writer, which must end now.
+    if let Some(task) = editor_outbox {
+        task.abort();
+    }
     // Dropping the last senders lets both writers drain and finish.
     drop(relay);
     let _ = agent_writer.await;
@@ -337,24 +378,53 @@ impl<H: LspHost> Relay<H> {
                     };
                     let answer_lsp =
                         !rewrite.editor_has_lsp || self.options.lsp_mode == LspMode::Own;
-                    self.lock().answer_lsp = answer_lsp;
+                    {
+                        let mut state = self.lock();
+                        state.answer_lsp = answer_lsp;
+                        state.initialize_id = Some(id);
+                    }
                     tracing::info!(
                         protocol_version = rewrite.protocol_version,
                         editor_has_lsp = rewrite.editor_has_lsp,
                         answer_lsp,
                         "initialize"
                     );
+                    if let Some(mcp) = &self.options.mcp {
+                        mcp.editor.set_enabled(editor_writes_files(bytes));
+                    }
                     if rewrite.editor_has_lsp {
                         return Action::Forward;
                     }
                     return Action::Replace(rewrite.message);
                 }
-                if let Some(op) = session_op(&method, params) {
-                    self.lock().editor_requests.insert(id, op);
+                let op = session_op(&method, params);
+                let mut injected = None;
+                if let (Some(mcp), Some(_)) = (&self.options.mcp, &op) {
+                    if carries_mcp_servers(&method) {
+                        injected = self.inject_mcp(mcp, bytes);
+                    }
                 }
-                Action::Forward
+                let (token, message) = injected.unzip();
+                if op.is_some() {
+                    self.lock()
+                        .editor_requests
+                        .insert(id, PendingSession { op, token });
+                }
+                match message {
+                    Some(message) => Action::Replace(message),
+                    None => Action::Forward,
+                }
             }
             Kind::Response { id, outcome } => {
+                if let Some(mcp) = &self.options.mcp {
+                    let reply = match outcome {
+                        Outcome::Result(result) => Ok(result.to_owned()),
+                        Outcome::Error(error) => Err(error.to_owned()),
+                    };
+                    if mcp.editor.on_response(&id, reply) {
+                        return Action::Swallow;
+                    }
+                }
                 let watched = self.lock().agent_requests.remove(&id);
                 if let (Some(AgentRequest::WriteTextFile { line }), Outcome::Result(_)) =
                     (watched, outcome)
@@ -370,6 +440,21 @@ impl<H: LspHost> Relay<H> {
     fn inspect_from_agent(&self, bytes: &[u8], kind: Kind<'_>) -> Action {
         match kind {
             Kind::Request { id, method, params } => {
+                if self
+                    .options
+                    .mcp
+                    .as_ref()
+                    .is_some_and(|mcp| mcp.editor.is_ours(&id))
+                {
+                    // The editor's answer would be ambiguous.
+                    let error = ErrorObject {
+                        code: INVALID_REQUEST,
+                        message: "this request id is in use by a request of acp-lsp's".into(),
+                        data: Some(serde_json::json!({"reason": "id_in_use"})),
+                    };
+                    let response = jsonrpc::encode_error(Some(&id), &error);
+                    return Action::Answer(async move { response }.boxed());
+                }
                 if let Some(gate_method) = GateMethod::from_acp(&method) {
                     if self.lock().answer_lsp {
                         let params = params.map(ToOwned::to_owned);
@@ -397,9 +482,27 @@ impl<H: LspHost> Relay<H> {
                 Action::Forward
             }
             Kind::Response { id, outcome } => {
-                let op = self.lock().editor_requests.remove(&id);
-                if let (Some(op), Outcome::Result(result)) = (op, outcome) {
-                    self.commit_session(op, result);
+                if self.options.mcp.is_some() {
+                    let mut state = self.lock();
+                    if state.initialize_id.as_ref() == Some(&id) {
+                        state.initialize_id = None;
+                        if let Outcome::Result(result) = outcome {
+                            state.agent_mcp_http = agent_takes_mcp_http(result);
+                        }
+                    }
+                }
+                let Some(pending) = self.lock().editor_requests.remove(&id) else {
+                    return Action::Forward;
+                };
+                let committed = match (pending.op, outcome) {
+                    (Some(op), Outcome::Result(result)) => self.commit_session(op, result),
+                    _ => None,
+                };
+                if let (Some(mcp), Some(token)) = (&self.options.mcp, pending.token) {
+                    match committed {
+                        Some(session_id) => mcp.tokens.bind(&token, &session_id),
+                        None => mcp.tokens.revoke(&token),
+                    }
                 }
                 Action::Forward
             }
@@ -441,27 +544,59 @@ impl<H: LspHost> Relay<H> {
         Action::Answer(async move { response }.boxed())
     }
 
-    fn commit_session(&self, op: SessionOp, result: &RawValue) {
+    /// Commits a successful session request; returns the id of the session
+    /// it opened, if any.
+    fn commit_session(&self, op: SessionOp, result: &RawValue) -> Option<String> {
         let sessions = self.gate.sessions();
         match op {
             SessionOp::New { roots } => {
-                if let Some(id) = result_session_id(result) {
-                    self.gate.open_session(&id, roots);
-                }
+                let id = result_session_id(result)?;
+                self.gate.open_session(&id, roots);
+                Some(id)
             }
             SessionOp::Fork { source, roots } => {
                 let roots = roots.or_else(|| sessions.get(&source).map(|s| s.roots().to_vec()));
-                if let (Some(id), Some(roots)) = (result_session_id(result), roots) {
-                    self.gate.open_session(&id, roots);
-                }
+                let (id, roots) = (result_session_id(result)?, roots?);
+                self.gate.open_session(&id, roots);
+                Some(id)
             }
             SessionOp::Reopen { session_id, roots } => {
-                let roots = roots.or_else(|| sessions.get(&session_id).map(|s| s.roots().to_vec()));
-                if let Some(roots) = roots {
-                    self.gate.open_session(&session_id, roots);
-                }
+                let roots =
+                    roots.or_else(|| sessions.get(&session_id).map(|s| s.roots().to_vec()))?;
+                self.gate.open_session(&session_id, roots);
+                Some(session_id)
             }
-            SessionOp::Close { session_id } => self.gate.close_session(&session_id),
+            SessionOp::Close { session_id } => {
+                self.gate.close_session(&session_id);
+                if let Some(mcp) = &self.options.mcp {
+                    mcp.tokens.revoke_session(&session_id);
+                }
+                None
+            }
+        }
+    }
+
+    /// Adds acp-lsp's MCP server to a session request. Returns the token and
+    /// the rewritten message, or `None` when the request is left as it is.
+    fn inject_mcp(&self, mcp: &McpRelay, bytes: &[u8]) -> Option<(String, Vec<u8>)> {
+        let token = match mcp.tokens.create(None) {
+            Ok(token) => token,
+            Err(e) => {
+                tracing::warn!(error = %e, "no MCP token: entry not injected");
+                return None;
+            }
+        };
+        let entry = match &mcp.http {
+            Some(http) if self.lock().agent_mcp_http => http.to_json(&token),
+            _ => mcp.entry.to_json(&token),
+        };
+        match inject(bytes, &entry) {
+            Ok(message) => Some((token, message)),
+            Err(skip) => {
+                tracing::debug!(?skip, "MCP entry not injected");
+                mcp.tokens.revoke(&token);
+                None
+            }
         }
     }
 
@@ -487,6 +622,28 @@ impl<H: LspHost> Relay<H> {
             }
         }
     }
+}
+
+/// Whether the agent's `initialize` result advertises
+/// `agentCapabilities.mcpCapabilities.http` (v1; v2 names the member
+/// `capabilities`).
+fn agent_takes_mcp_http(result: &RawValue) -> bool {
+    let Ok(result) = serde_json::from_str::<serde_json::Value>(result.get()) else {
+        return false;
+    };
+    ["agentCapabilities", "capabilities"]
+        .iter()
+        .any(|key| result[key]["mcpCapabilities"]["http"] == true)
+}
+
+/// Whether an `initialize` request advertises both `fs.readTextFile` and
+/// `fs.writeTextFile` (ACP v1; v2 has no `fs/*`).
+fn editor_writes_files(initialize: &[u8]) -> bool {
+    let Ok(message) = serde_json::from_slice::<serde_json::Value>(initialize) else {
+        return false;
+    };
+    let fs = &message["params"]["clientCapabilities"]["fs"];
+    fs["readTextFile"] == true && fs["writeTextFile"] == true
 }
 
 fn cancelled_request_id(params: Option<&RawValue>) -> Option<RequestId> {

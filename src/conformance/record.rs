@@ -27,6 +27,9 @@ pub async fn record_fixture(
         command: vec![
             acp_lsp.as_os_str().to_owned(),
             "proxy".into(),
+            // As in replay: no MCP entry, whose socket and token vary per run.
+            "--mcp".into(),
+            "off".into(),
             "--config".into(),
             "{config}".into(),
             "--record".into(),

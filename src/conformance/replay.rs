@@ -136,6 +136,9 @@ pub async fn replay(
         .map_err(ConformanceError::io("creating the log"))?;
     let mut child = tokio::process::Command::new(&options.acp_lsp)
         .arg("proxy")
+        // The injected MCP entry carries a fresh socket and token each run;
+        // the fixtures are about lsp/*.
+        .args(["--mcp", "off"])
         .arg("--config")
         .arg(&config_path)
         .arg("--log-level")

@@ -341,6 +341,31 @@ impl<H: LspHost> Gate<H> {
         }
     }
 
+    /// Answers one gate method for a caller inside acp-lsp (the CLI tools, the
+    /// MCP server): the same checks, limits, confinement and deadlines as
+    /// [`Gate::call`], but nothing is entered in the cancellation table, so it
+    /// takes no request id and cannot collide with an id of the agent's.
+    /// `cancel` cancels an `lsp/request` (e.g. when the MCP client cancels).
+    /// On error, also returns the LSP method when it was known.
+    pub async fn call_internal(
+        &self,
+        method: GateMethod,
+        params: Option<&RawValue>,
+        cancel: CancellationToken,
+    ) -> Result<HostReply, (GateError, Option<String>)> {
+        match method {
+            GateMethod::Servers => self
+                .servers(params)
+                .await
+                .map(|result| HostReply { result, meta: None }),
+            GateMethod::Request => self.request(params, cancel).await,
+            GateMethod::Diagnostics => self
+                .diagnostics(params)
+                .await
+                .map(|result| HostReply { result, meta: None }),
+        }
+    }
+
     fn check_shape(&self, params: Option<&RawValue>) -> Result<(), GateError> {
         let Some(params) = params else {
             return Err(GateError::InvalidParams("params are missing".into()));

@@ -42,9 +42,12 @@ const agentPath = path.resolve(agentArg);
 const direct = binary === "--direct";
 
 const command = direct ? process.execPath : binary;
+// `--mcp off`: these peers check that every line but initialize is relayed
+// byte for byte; the MCP entry the proxy adds to session requests by default
+// is tested in tests/mcp.rs and tests/mcp_elizacp.rs.
 const args = direct
   ? [agentPath]
-  : ["proxy", "--record", path.join(workdir, "record.jsonl"), "--", process.execPath, agentPath];
+  : ["proxy", "--mcp", "off", "--record", path.join(workdir, "record.jsonl"), "--", process.execPath, agentPath];
 
 const out = {
   mode: direct ? "direct" : "proxy",

@@ -1,0 +1,1314 @@
+//! The MCP tools: language-server requests for one agent session, with file
+//! paths and 1-based line/column as agents use them, compact text out plus
+//! structured content.
+//!
+//! Every request goes through the gate ([`OneShot`] over the session, which
+//! calls [`crate::gate::Gate::call_internal`]): the same confinement,
+//! refusals, limits and deadlines as the agent's own `lsp/request`. A server
+//! that is not ready is waited for up to [`READY_WAIT`]; after that the tool
+//! fails saying the server is still indexing, never answering with an empty
+//! result that reads like "no references".
+
+use super::editor::EditorFs;
+use super::tokens::{Lease, SESSION_BIND_WAIT};
+use crate::edit::{
+    apply_to_disk, apply_with_agent_fs, plan_on_disk, AgentApplyError, ApplyReport, Decisions,
+    LineIndex, PositionEncoding,
+};
+use crate::gate::{Gate, GateMethod};
+use crate::lsp::registry::Registry;
+use crate::oneshot::{FileLocation, OneShot, OneShotError, RenameEdit, RenameError};
+use rmcp::handler::server::{router::tool::ToolRouter, wrapper::Parameters};
+use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
+use rmcp::{schemars, tool, tool_handler, tool_router, ServerHandler};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// How long a tool waits for its language server to finish indexing before
+/// it answers that the server is still indexing.
+pub const READY_WAIT: Duration = Duration::from_secs(60);
+/// How long `diagnostics` waits for diagnostics that reflect the files' text.
+pub const DIAGNOSTICS_WAIT: Duration = Duration::from_secs(20);
+/// Most items listed in a tool's text (the structured content has them all).
+pub const MAX_LISTED: usize = 200;
+
+/// The tools of one MCP connection.
+#[derive(Clone)]
+pub struct LspTools {
+    gate: Arc<Gate<Registry>>,
+    lease: Arc<Lease>,
+    editor: Option<Arc<EditorFs>>,
+    /// How long a tool waits for its server to be ready ([`READY_WAIT`]).
+    ready_wait: Duration,
+    tool_router: ToolRouter<LspTools>,
+}
+
+/// A tool's failure, shown to the agent as a tool error.
+type ToolResult<T> = Result<T, String>;
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct PositionArgs {
+    /// The file: relative to the session's working directory, or absolute.
+    pub file: String,
+    /// 1-based line number.
+    pub line: u32,
+    /// 1-based column, counted in characters as editors show them.
+    pub column: u32,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct ReferencesArgs {
+    /// The file: relative to the session's working directory, or absolute.
+    pub file: String,
+    /// 1-based line number.
+    pub line: u32,
+    /// 1-based column, counted in characters.
+    pub column: u32,
+    /// Also list the declaration itself (default true).
+    #[serde(default)]
+    pub include_declaration: Option<bool>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct FileArgs {
+    /// The file: relative to the session's working directory, or absolute.
+    pub file: String,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct WorkspaceSymbolsArgs {
+    /// Symbol name or fragment to search for.
+    pub query: String,
+    /// Only ask this server (by name, e.g. `rust-analyzer`); default: every server of the session.
+    #[serde(default)]
+    pub server: Option<String>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct DiagnosticsArgs {
+    /// Files to check (relative or absolute). Their diagnostics are waited
+    /// for until they reflect the files' current text. Default: every
+    /// diagnostic the servers have published.
+    #[serde(default)]
+    pub files: Vec<String>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct RenameArgs {
+    /// The file: relative to the session's working directory, or absolute.
+    pub file: String,
+    /// 1-based line number of the symbol.
+    pub line: u32,
+    /// 1-based column of the symbol, counted in characters.
+    pub column: u32,
+    /// The new name.
+    pub new_name: String,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct CodeActionsArgs {
+    /// The file: relative to the session's working directory, or absolute.
+    pub file: String,
+    /// 1-based line where the range starts.
+    pub line: u32,
+    /// 1-based column where the range starts.
+    pub column: u32,
+    /// 1-based line where the range ends (default: the start).
+    #[serde(default)]
+    pub end_line: Option<u32>,
+    /// 1-based column where the range ends (default: the start).
+    #[serde(default)]
+    pub end_column: Option<u32>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct LspRequestArgs {
+    /// An LSP client-to-server request method, e.g. `textDocument/hover`.
+    pub method: String,
+    /// The LSP params as they are on the wire: `file://` URIs, 0-based
+    /// positions in the server's position encoding (see `lsp_servers`).
+    #[serde(default)]
+    pub params: Option<Value>,
+    /// The server, by name or serverId; default: the one for the file the
+    /// params name (`textDocument.uri`), else the only one.
+    #[serde(default)]
+    pub server: Option<String>,
+}
+
+/// What a position tool resolved before asking its server.
+struct At {
+    tool: OneShot,
+    encoding: PositionEncoding,
+    server_id: String,
+    server: String,
+    capabilities: Value,
+    text_document: Value,
+    position: Value,
+}
+
+fn ok(text: String, structured: Value) -> CallToolResult {
+    let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+    result.structured_content = Some(structured);
+    result
+}
+
+fn failure(message: String) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(message)])
+}
+
+fn reply(outcome: ToolResult<CallToolResult>) -> Result<CallToolResult, rmcp::ErrorData> {
+    Ok(outcome.unwrap_or_else(failure))
+}
+
+/// Says what went wrong in the agent's terms; a server still loading is
+/// "still indexing", so that no one reads the failure as an empty answer.
+fn describe(error: OneShotError) -> String {
+    match &error {
+        OneShotError::Gate { data, message, .. } => match data["reason"].as_str() {
+            Some("not_ready" | "server_starting" | "server_restarting") => format!(
+                "the language server is still indexing (it is {}); no answer yet, ask again \
+                 shortly",
+                data["state"].as_str().unwrap_or("starting"),
+            ),
+            Some(reason) => format!("{message} ({reason})"),
+            None => message.clone(),
+        },
+        _ => error.to_string(),
+    }
+}
+
+fn describe_rename(error: RenameError) -> String {
+    match error {
+        RenameError::Gate(e) => describe(e),
+        other => other.to_string(),
+    }
+}
+
+impl LspTools {
+    /// `ready_wait`: how long a tool waits for its server ([`READY_WAIT`]
+    /// in the proxy).
+    pub fn new(
+        gate: Arc<Gate<Registry>>,
+        lease: Lease,
+        editor: Option<Arc<EditorFs>>,
+        ready_wait: Duration,
+    ) -> LspTools {
+        LspTools {
+            gate,
+            lease: Arc::new(lease),
+            editor,
+            ready_wait,
+            tool_router: LspTools::tool_router(),
+        }
+    }
+
+    /// The helpers over this connection's session.
+    async fn session(&self) -> ToolResult<OneShot> {
+        let Some(session) = self.lease.session(SESSION_BIND_WAIT).await else {
+            return Err(
+                "this MCP connection's ACP session is not open (it was never \
+                        committed, or it was closed)"
+                    .into(),
+            );
+        };
+        OneShot::attach(
+            &self.gate,
+            &session,
+            self.ready_wait,
+            CancellationToken::new(),
+        )
+        .ok_or_else(|| format!("the ACP session {session} is closed"))
+    }
+
+    /// Picks the server for `file`, waits for it to be ready and says how to
+    /// address the position.
+    async fn at(&self, file: &str, line: u32, column: u32) -> ToolResult<At> {
+        let tool = self.session().await?;
+        let path = resolve(&tool, file)?;
+        let entry = ready_server(&tool, None, Some(&path)).await?;
+        let encoding = encoding_of(&entry);
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let character = lsp_position(&text, &path, line, column, encoding)?;
+        let uri = file_uri(&path)?;
+        Ok(At {
+            server_id: entry["serverId"].as_str().unwrap_or_default().to_string(),
+            server: entry["name"].as_str().unwrap_or_default().to_string(),
+            capabilities: entry["capabilities"].clone(),
+            text_document: json!({ "uri": uri }),
+            position: json!({ "line": line - 1, "character": character }),
+            encoding,
+            tool,
+        })
+    }
+
+    async fn locations(
+        &self,
+        args: PositionArgs,
+        method: &str,
+        what: &str,
+    ) -> ToolResult<CallToolResult> {
+        let at = self.at(&args.file, args.line, args.column).await?;
+        let result = at
+            .tool
+            .request(
+                &at.server_id,
+                method,
+                json!({ "textDocument": at.text_document, "position": at.position }),
+            )
+            .await
+            .map_err(describe)?;
+        let result: Value = parse(result.get())?;
+        Ok(render_locations(&at.tool, at.encoding, &result, what))
+    }
+}
+
+#[tool_router]
+impl LspTools {
+    #[tool(
+        description = "List the language servers running for this session: name, state \
+        (starting, indexing, ready, failed), root, languages, position encoding."
+    )]
+    async fn lsp_servers(&self) -> Result<CallToolResult, rmcp::ErrorData> {
+        reply(self.lsp_servers_inner().await)
+    }
+
+    #[tool(
+        description = "Send any LSP request to a language server of this session and get \
+        its raw JSON result. Params are LSP's own: file:// URIs and 0-based positions in the \
+        server's position encoding. Prefer the dedicated tools (definition, references, …)."
+    )]
+    async fn lsp_request(
+        &self,
+        Parameters(args): Parameters<LspRequestArgs>,
+    ) -> Result<CallToolResult, rmcp::ErrorData> {
+        reply(self.lsp_request_inner(args).await)
+    }
+
+    #[tool(
+        description = "Go to definition: where the symbol at FILE:LINE:COLUMN (1-based) is \
+        defined."
+    )]
+    async fn definition(
+        &self,
+        Parameters(args): Parameters<PositionArgs>,
+    ) -> Result<CallToolResult, rmcp::ErrorData> {
+        reply(
+            self.locations(args, "textDocument/definition", "definitions")
+                .await,
+        )
+    }
+
+    #[tool(
+        description = "Find every reference to the symbol at FILE:LINE:COLUMN (1-based), \
+        across the workspace, as file:line:column with the line's text."
+    )]
+    async fn references(
+        &self,
+        Parameters(args): Parameters<ReferencesArgs>,
+    ) -> Result<CallToolResult, rmcp::ErrorData> {
+        reply(self.references_inner(args).await)
+    }
+
+    #[tool(description = "Type and documentation of the symbol at FILE:LINE:COLUMN (1-based).")]
+    async fn hover(
+        &self,
+        Parameters(args): Parameters<PositionArgs>,
+    ) -> Result<CallToolResult, rmcp::ErrorData> {
+        reply(self.hover_inner(args).await)
+    }
+
+    #[tool(
+        description = "The outline of a file: its symbols (functions, types, fields, …) \
+        with kinds and 1-based positions, nested."
+    )]
+    async fn document_symbols(
+        &self,
+        Parameters(args): Parameters<FileArgs>,
+    ) -> Result<CallToolResult, rmcp::ErrorData> {
+        reply(self.document_symbols_inner(args).await)
+    }
+
+    #[tool(description = "Search the workspace for symbols by name.")]
+    async fn workspace_symbols(
+        &self,
+        Parameters(args): Parameters<WorkspaceSymbolsArgs>,
+    ) -> Result<CallToolResult, rmcp::ErrorData> {
+        reply(self.workspace_symbols_inner(args).await)
+    }
+
+    #[tool(
+        description = "Errors and warnings from the language servers. With files, waits \
+        until the diagnostics reflect the files' current text on disk."
+    )]
+    async fn diagnostics(
+        &self,
+        Parameters(args): Parameters<DiagnosticsArgs>,
+    ) -> Result<CallToolResult, rmcp::ErrorData> {
+        reply(self.diagnostics_inner(args).await)
+    }
+
+    #[tool(
+        description = "Rename the symbol at FILE:LINE:COLUMN (1-based) to NEW_NAME in every \
+        file that uses it, with the language server's semantic rename, and apply the edit. \
+        Reports the files changed."
+    )]
+    async fn rename(
+        &self,
+        Parameters(args): Parameters<RenameArgs>,
+    ) -> Result<CallToolResult, rmcp::ErrorData> {
+        reply(self.rename_inner(args).await)
+    }
+
+    #[tool(
+        description = "The code actions (quick fixes, refactorings) the language server \
+        offers at FILE:LINE:COLUMN or over a range; lists them, applies none."
+    )]
+    async fn code_actions(
+        &self,
+        Parameters(args): Parameters<CodeActionsArgs>,
+    ) -> Result<CallToolResult, rmcp::ErrorData> {
+        reply(self.code_actions_inner(args).await)
+    }
+}
+
+#[tool_handler(router = self.tool_router)]
+impl ServerHandler for LspTools {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("acp-lsp", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "Language-server tools for this session's workspace (acp-lsp). Files are \
+                 relative to the session's working directory or absolute; lines and columns \
+                 are 1-based, columns in characters.",
+            )
+    }
+}
+
+impl LspTools {
+    async fn lsp_servers_inner(&self) -> ToolResult<CallToolResult> {
+        let tool = self.session().await?;
+        let servers = tool.servers().await.map_err(describe)?;
+        let mut text = String::new();
+        for s in &servers {
+            text.push_str(&format!(
+                "{} [{}] root={} languages={} encoding={} serverId={}\n",
+                s["name"].as_str().unwrap_or("?"),
+                s["state"].as_str().unwrap_or("?"),
+                s["root"].as_str().unwrap_or("?"),
+                s["languageIds"]
+                    .as_array()
+                    .map(|l| l
+                        .iter()
+                        .filter_map(Value::as_str)
+                        .collect::<Vec<_>>()
+                        .join(","))
+                    .unwrap_or_default(),
+                s["positionEncoding"].as_str().unwrap_or("utf-16"),
+                s["serverId"].as_str().unwrap_or("?"),
+            ));
+        }
+        if servers.is_empty() {
+            text.push_str("no language server serves this session's roots\n");
+        }
+        let structured: Vec<Value> = servers
+            .iter()
+            .map(|s| {
+                json!({
+                    "serverId": s["serverId"], "name": s["name"], "state": s["state"],
+                    "root": s["root"], "languageIds": s["languageIds"],
+                    "fileExtensions": s["fileExtensions"],
+                    "positionEncoding": s["positionEncoding"],
+                })
+            })
+            .collect();
+        Ok(ok(text, json!({ "servers": structured })))
+    }
+
+    async fn lsp_request_inner(&self, args: LspRequestArgs) -> ToolResult<CallToolResult> {
+        let tool = self.session().await?;
+        let params = args.params.unwrap_or(Value::Null);
+        let file = crate::oneshot::params_file(&params);
+        let by_id = match &args.server {
+            Some(server) => tool
+                .servers()
+                .await
+                .map_err(describe)?
+                .into_iter()
+                .find(|s| s["serverId"] == server.as_str()),
+            None => None,
+        };
+        let entry = match by_id {
+            Some(entry) => wait_ready(&tool, entry).await?,
+            None => ready_server(&tool, args.server.as_deref(), file.as_deref()).await?,
+        };
+        let server_id = entry["serverId"].as_str().unwrap_or_default();
+        let result = tool
+            .request(server_id, &args.method, params)
+            .await
+            .map_err(describe)?;
+        let value: Value = parse(result.get())?;
+        Ok(ok(
+            result.get().to_string(),
+            json!({ "serverId": server_id, "lspResult": value }),
+        ))
+    }
+
+    async fn references_inner(&self, args: ReferencesArgs) -> ToolResult<CallToolResult> {
+        let at = self.at(&args.file, args.line, args.column).await?;
+        let result = at
+            .tool
+            .request(
+                &at.server_id,
+                "textDocument/references",
+                json!({
+                    "textDocument": at.text_document,
+                    "position": at.position,
+                    "context": { "includeDeclaration": args.include_declaration.unwrap_or(true) },
+                }),
+            )
+            .await
+            .map_err(describe)?;
+        let result: Value = parse(result.get())?;
+        Ok(render_locations(
+            &at.tool,
+            at.encoding,
+            &result,
+            "references",
+        ))
+    }
+
+    async fn hover_inner(&self, args: PositionArgs) -> ToolResult<CallToolResult> {
+        let at = self.at(&args.file, args.line, args.column).await?;
+        let result = at
+            .tool
+            .request(
+                &at.server_id,
+                "textDocument/hover",
+                json!({ "textDocument": at.text_document, "position": at.position }),
+            )
+            .await
+            .map_err(describe)?;
+        let result: Value = parse(result.get())?;
+        let text = hover_text(&result["contents"]);
+        let text = if text.trim().is_empty() {
+            format!("{} has no hover information here", at.server)
+        } else {
+            text
+        };
+        Ok(ok(text.clone(), json!({ "contents": text })))
+    }
+
+    async fn document_symbols_inner(&self, args: FileArgs) -> ToolResult<CallToolResult> {
+        let tool = self.session().await?;
+        let path = resolve(&tool, &args.file)?;
+        let entry = ready_server(&tool, None, Some(&path)).await?;
+        let uri = file_uri(&path)?;
+        let result = tool
+            .request(
+                entry["serverId"].as_str().unwrap_or_default(),
+                "textDocument/documentSymbol",
+                json!({ "textDocument": { "uri": uri } }),
+            )
+            .await
+            .map_err(describe)?;
+        let result: Value = parse(result.get())?;
+        let mut files = Files::new(&tool, encoding_of(&entry));
+        let mut symbols = Vec::new();
+        for item in result.as_array().into_iter().flatten() {
+            collect_symbols(&mut files, item, Some(&path), 0, &mut symbols);
+        }
+        Ok(render_symbols(
+            &symbols,
+            &format!("{} has no symbols", args.file),
+        ))
+    }
+
+    async fn workspace_symbols_inner(
+        &self,
+        args: WorkspaceSymbolsArgs,
+    ) -> ToolResult<CallToolResult> {
+        let tool = self.session().await?;
+        let servers = tool.servers().await.map_err(describe)?;
+        let chosen: Vec<Value> = servers
+            .into_iter()
+            .filter(|s| args.server.as_deref().is_none_or(|n| s["name"] == n))
+            .collect();
+        if chosen.is_empty() {
+            return Err("no language server of this session matches".into());
+        }
+        let mut symbols = Vec::new();
+        let mut failures = Vec::new();
+        for entry in chosen {
+            let name = entry["name"].as_str().unwrap_or("?").to_string();
+            let entry = match wait_ready(&tool, entry).await {
+                Ok(entry) => entry,
+                Err(e) => {
+                    failures.push(format!("{name}: {e}"));
+                    continue;
+                }
+            };
+            if entry["capabilities"]["workspaceSymbolProvider"].is_null() {
+                continue;
+            }
+            match tool
+                .request(
+                    entry["serverId"].as_str().unwrap_or_default(),
+                    "workspace/symbol",
+                    json!({ "query": args.query }),
+                )
+                .await
+            {
+                Ok(result) => {
+                    let result: Value = parse(result.get())?;
+                    let mut files = Files::new(&tool, encoding_of(&entry));
+                    for item in result.as_array().into_iter().flatten() {
+                        collect_symbols(&mut files, item, None, 0, &mut symbols);
+                    }
+                }
+                Err(e) => failures.push(format!("{name}: {}", describe(e))),
+            }
+        }
+        if symbols.is_empty() && !failures.is_empty() {
+            return Err(failures.join("\n"));
+        }
+        let mut result = render_symbols(&symbols, &format!("no symbol matches {:?}", args.query));
+        if !failures.is_empty() {
+            result.content.push(ContentBlock::text(failures.join("\n")));
+        }
+        Ok(result)
+    }
+
+    async fn diagnostics_inner(&self, args: DiagnosticsArgs) -> ToolResult<CallToolResult> {
+        let tool = self.session().await?;
+        // Files whose pushed diagnostics are waited for until fresh.
+        let mut pushed = Vec::new();
+        // Servers that answer pull diagnostics (`textDocument/diagnostic`):
+        // rust-analyzer, offered pull, pushes only what `cargo check` finds and
+        // gives its own diagnostics on request, so waiting for a fresh push
+        // from it would only run out the clock.
+        let mut pulls = Vec::new();
+        for file in &args.files {
+            let path = resolve(&tool, file)?;
+            // Diagnostics of a server still loading would be as misleading
+            // as an empty reference list.
+            let entry = ready_server(&tool, None, Some(&path)).await?;
+            let uri = file_uri(&path)?;
+            if entry["capabilities"]["diagnosticProvider"].is_null() {
+                pushed.push(uri);
+            } else {
+                pulls.push((entry, uri));
+            }
+        }
+        let mut published = Vec::new();
+        let calls = if args.files.is_empty() {
+            vec![(None, Duration::ZERO)]
+        } else {
+            let pulled: Vec<String> = pulls.iter().map(|(_, uri)| uri.clone()).collect();
+            vec![
+                (Some(pushed), DIAGNOSTICS_WAIT),
+                (Some(pulled), Duration::ZERO),
+            ]
+        };
+        for (uris, wait) in calls {
+            if uris.as_ref().is_some_and(Vec::is_empty) {
+                continue;
+            }
+            let mut params =
+                json!({ "sessionId": tool.session_id(), "waitMs": wait.as_millis() as u64 });
+            if let Some(uris) = uris {
+                params["uris"] = json!(uris);
+            }
+            let result = tool
+                .call(GateMethod::Diagnostics, params)
+                .await
+                .map_err(describe)?;
+            let result: Value = parse(result.get())?;
+            published.extend(
+                result["diagnostics"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default(),
+            );
+        }
+        // Published positions are in each server's encoding: look it up by serverId.
+        let encodings: HashMap<String, PositionEncoding> = tool
+            .servers()
+            .await
+            .map_err(describe)?
+            .iter()
+            .map(|s| {
+                (
+                    s["serverId"].as_str().unwrap_or_default().to_string(),
+                    encoding_of(s),
+                )
+            })
+            .collect();
+        // (uri, encoding, diagnostics) from both sources.
+        let mut found: Vec<(String, PositionEncoding, Vec<Value>)> = Vec::new();
+        let mut stale = Vec::new();
+        for published in &published {
+            let uri = published["uri"].as_str().unwrap_or_default().to_string();
+            let encoding = published["serverId"]
+                .as_str()
+                .and_then(|id| encodings.get(id).copied())
+                .unwrap_or(PositionEncoding::Utf16);
+            if published["fresh"] == false {
+                stale.push(Files::new(&tool, encoding).display_uri(&uri));
+            }
+            let list = published["diagnostics"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            found.push((uri, encoding, list));
+        }
+        for (entry, uri) in pulls {
+            let pulled = tool
+                .request(
+                    entry["serverId"].as_str().unwrap_or_default(),
+                    "textDocument/diagnostic",
+                    json!({ "textDocument": { "uri": uri } }),
+                )
+                .await
+                .map_err(describe)?;
+            let pulled: Value = parse(pulled.get())?;
+            let list = pulled["items"].as_array().cloned().unwrap_or_default();
+            found.push((uri, encoding_of(&entry), list));
+        }
+        let mut lines = Vec::new();
+        let mut items = Vec::new();
+        for (uri, encoding, list) in &found {
+            let mut files = Files::new(&tool, *encoding);
+            for d in list {
+                let start = files.point(uri, &d["range"]["start"]);
+                let severity = match d["severity"].as_u64() {
+                    Some(1) => "error",
+                    Some(2) => "warning",
+                    Some(3) => "info",
+                    _ => "hint",
+                };
+                let message = d["message"].as_str().unwrap_or_default();
+                let line = format!("{}: {severity}: {}", start.label(), first_line(message));
+                // The same diagnostic may come pushed and pulled.
+                if lines.contains(&line) {
+                    continue;
+                }
+                lines.push(line);
+                items.push(json!({
+                    "file": start.file, "line": start.line, "column": start.column,
+                    "severity": severity, "message": message, "source": d["source"], "code": d["code"],
+                }));
+            }
+        }
+        let mut text = list(&lines, "no diagnostics");
+        if !stale.is_empty() {
+            text.push_str(&format!(
+                "not yet re-checked after the last change: {}\n",
+                stale.join(", ")
+            ));
+        }
+        Ok(ok(text, json!({ "diagnostics": items, "notFresh": stale })))
+    }
+
+    async fn rename_inner(&self, args: RenameArgs) -> ToolResult<CallToolResult> {
+        let tool = self.session().await?;
+        let path = resolve(&tool, &args.file)?;
+        // Wait here, so that a server still indexing is reported as such.
+        ready_server(&tool, None, Some(&path)).await?;
+        let location = FileLocation {
+            file: path,
+            line: args.line.max(1) as usize,
+            column: args.column.max(1) as usize,
+        };
+        let RenameEdit {
+            edit,
+            encoding,
+            server,
+        } = tool
+            .rename_edit(&location, &args.new_name, None)
+            .await
+            .map_err(describe_rename)?;
+        let editor = self.editor.as_ref().filter(|e| e.enabled());
+        let through_editor = match editor {
+            Some(editor) => {
+                let fs = editor.for_session(&self.gate, tool.session_id());
+                match apply_with_agent_fs(
+                    &edit,
+                    &fs,
+                    encoding,
+                    |p: &Path| tool.is_writable(p),
+                    &Decisions::default(),
+                )
+                .await
+                {
+                    Ok(report) => Some(report),
+                    // ACP's fs methods cannot rename or delete a file (renaming
+                    // a module renames its file); nothing was written, so the
+                    // whole edit goes to disk instead.
+                    Err(AgentApplyError::Unsupported { .. }) => None,
+                    Err(e) => {
+                        return Err(format!(
+                            "the edit could not be applied through the editor: {e}"
+                        ))
+                    }
+                }
+            }
+            None => None,
+        };
+        let (report, through) = match through_editor {
+            Some(report) => (report, "the editor (fs/write_text_file)"),
+            None => {
+                let writable = |p: &Path| tool.is_writable(p);
+                let plan = plan_on_disk(&edit, encoding, &writable, &Decisions::default())
+                    .map_err(|e| format!("the server's edit cannot be applied: {e}"))?;
+                let report = apply_to_disk(&plan).map_err(|e| e.to_string())?;
+                (report, "the disk")
+            }
+        };
+        Ok(render_report(
+            &tool,
+            &report,
+            &server,
+            &args.new_name,
+            through,
+        ))
+    }
+
+    async fn code_actions_inner(&self, args: CodeActionsArgs) -> ToolResult<CallToolResult> {
+        let at = self.at(&args.file, args.line, args.column).await?;
+        let end = match (args.end_line, args.end_column) {
+            (None, None) => at.position.clone(),
+            (end_line, end_column) => {
+                let path = resolve(&at.tool, &args.file)?;
+                let text = std::fs::read_to_string(&path)
+                    .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+                let end_line = end_line.unwrap_or(args.line);
+                let end_column = end_column.unwrap_or(args.column);
+                let entry = at
+                    .tool
+                    .pick_server(Some(&at.server), Some(&path))
+                    .await
+                    .map_err(describe)?;
+                let character =
+                    lsp_position(&text, &path, end_line, end_column, encoding_of(&entry))?;
+                json!({ "line": end_line - 1, "character": character })
+            }
+        };
+        if at.capabilities["codeActionProvider"].is_null() {
+            return Err(format!("{} offers no code actions", at.server));
+        }
+        let result = at
+            .tool
+            .request(
+                &at.server_id,
+                "textDocument/codeAction",
+                json!({
+                    "textDocument": at.text_document,
+                    "range": { "start": at.position, "end": end },
+                    "context": { "diagnostics": [] },
+                }),
+            )
+            .await
+            .map_err(describe)?;
+        let result: Value = parse(result.get())?;
+        let mut lines = Vec::new();
+        let mut items = Vec::new();
+        for action in result.as_array().into_iter().flatten() {
+            let title = action["title"].as_str().unwrap_or("?");
+            let kind = action["kind"].as_str().unwrap_or("");
+            lines.push(if kind.is_empty() {
+                title.to_string()
+            } else {
+                format!("{title} ({kind})")
+            });
+            items.push(json!({ "title": title, "kind": action["kind"], "isPreferred": action["isPreferred"] }));
+        }
+        Ok(ok(
+            list(&lines, "no code actions here"),
+            json!({ "actions": items }),
+        ))
+    }
+}
+
+/// A file argument as an absolute, symlink-free path: relative paths start
+/// at the session's working directory (its first root).
+fn resolve(tool: &OneShot, file: &str) -> ToolResult<PathBuf> {
+    let path = Path::new(file);
+    let path = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        tool.root().join(path)
+    };
+    path.canonicalize()
+        .map_err(|e| format!("cannot open {}: {e}", path.display()))
+}
+
+fn file_uri(path: &Path) -> ToolResult<String> {
+    url::Url::from_file_path(path)
+        .map(String::from)
+        .map_err(|()| format!("{} is not an absolute path", path.display()))
+}
+
+fn parse(text: &str) -> ToolResult<Value> {
+    serde_json::from_str(text).map_err(|e| format!("the server's answer is not JSON: {e}"))
+}
+
+fn encoding_of(entry: &Value) -> PositionEncoding {
+    entry["positionEncoding"]
+        .as_str()
+        .and_then(PositionEncoding::from_lsp)
+        .unwrap_or(PositionEncoding::Utf16)
+}
+
+/// The LSP `character` of a 1-based line and column (in characters).
+fn lsp_position(
+    text: &str,
+    path: &Path,
+    line: u32,
+    column: u32,
+    encoding: PositionEncoding,
+) -> ToolResult<u64> {
+    if line == 0 || column == 0 {
+        return Err("line and column are 1-based".into());
+    }
+    let index = LineIndex::new(text);
+    if line as usize > index.line_count() {
+        return Err(format!(
+            "{} has {} lines; line {line} does not exist",
+            path.display(),
+            index.line_count()
+        ));
+    }
+    index
+        .character_of_column(text, u64::from(line - 1), column as usize - 1, encoding)
+        .map_err(|e| e.to_string())
+}
+
+/// The server for `file` (or named `name`), once ready.
+async fn ready_server(
+    tool: &OneShot,
+    name: Option<&str>,
+    file: Option<&Path>,
+) -> ToolResult<Value> {
+    let entry = tool.pick_server(name, file).await.map_err(describe)?;
+    wait_ready(tool, entry).await
+}
+
+/// Waits up to the tool's ready wait ([`READY_WAIT`]) for `entry`'s server
+/// to be ready; a server still loading after that is reported as still indexing.
+async fn wait_ready(tool: &OneShot, entry: Value) -> ToolResult<Value> {
+    let entry = tool.started(entry).await.map_err(describe)?;
+    let name = entry["name"].as_str().unwrap_or("the language server");
+    match entry["state"].as_str() {
+        Some("ready") => Ok(entry),
+        Some("failed") => Err(format!(
+            "{name} has failed: {}",
+            entry["lastError"].as_str().unwrap_or("no detail")
+        )),
+        Some("stopped") => Err(format!("{name} is stopped")),
+        state => {
+            let progress = entry["progress"]["title"]
+                .as_str()
+                .map(|t| format!(", {t}"))
+                .unwrap_or_default();
+            Err(format!(
+                "{name} is still indexing (state {}{progress}, waited {} s); no answer yet, \
+                 ask again shortly",
+                state.unwrap_or("unknown"),
+                tool.ready_wait().as_secs_f64()
+            ))
+        }
+    }
+}
+
+/// A point in a file as agents read it.
+struct Point {
+    /// Relative to the root that holds it, else absolute; or the URI.
+    file: String,
+    line: u64,
+    column: u64,
+    /// The line's text, trimmed.
+    text: String,
+}
+
+impl Point {
+    fn label(&self) -> String {
+        format!("{}:{}:{}", self.file, self.line, self.column)
+    }
+}
+
+/// Files read to turn LSP positions back into 1-based columns, each once.
+struct Files<'a> {
+    tool: &'a OneShot,
+    texts: HashMap<PathBuf, Option<(String, LineIndex)>>,
+    encoding: PositionEncoding,
+}
+
+impl<'a> Files<'a> {
+    /// `encoding`: the position encoding of the server whose results are read.
+    fn new(tool: &'a OneShot, encoding: PositionEncoding) -> Files<'a> {
+        Files {
+            tool,
+            texts: HashMap::new(),
+            encoding,
+        }
+    }
+
+    fn display_path(&self, path: &Path) -> String {
+        for root in self.tool.roots() {
+            let root = root.canonicalize().unwrap_or_else(|_| root.clone());
+            if let Ok(rel) = path.strip_prefix(&root) {
+                return rel.display().to_string();
+            }
+        }
+        path.display().to_string()
+    }
+
+    fn display_uri(&self, uri: &str) -> String {
+        match url::Url::parse(uri)
+            .ok()
+            .and_then(|u| u.to_file_path().ok())
+        {
+            Some(path) => self.display_path(&path),
+            None => uri.to_string(),
+        }
+    }
+
+    /// `position` (LSP, 0-based) in `uri` as a 1-based point.
+    fn point(&mut self, uri: &str, position: &Value) -> Point {
+        let line = position["line"].as_u64().unwrap_or(0);
+        let character = position["character"].as_u64().unwrap_or(0);
+        let path = url::Url::parse(uri)
+            .ok()
+            .and_then(|u| u.to_file_path().ok());
+        let Some(path) = path else {
+            return Point {
+                file: uri.to_string(),
+                line: line + 1,
+                column: character + 1,
+                text: String::new(),
+            };
+        };
+        let entry = self.texts.entry(path.clone()).or_insert_with(|| {
+            std::fs::read_to_string(&path).ok().map(|text| {
+                let index = LineIndex::new(&text);
+                (text, index)
+            })
+        });
+        let (column, text) = match entry {
+            Some((text, index)) => {
+                let start = index
+                    .offset(text, line, 0, PositionEncoding::Utf8)
+                    .unwrap_or(0);
+                let end = index
+                    .offset(text, line, u64::MAX, PositionEncoding::Utf8)
+                    .unwrap_or(start);
+                let at = index
+                    .offset(text, line, character, self.encoding)
+                    .unwrap_or(start)
+                    .clamp(start, end);
+                let column = text[start..at].chars().count() as u64 + 1;
+                (column, text[start..end].trim().to_string())
+            }
+            None => (character + 1, String::new()),
+        };
+        Point {
+            file: self.display_path(&path),
+            line: line + 1,
+            column,
+            text,
+        }
+    }
+}
+
+/// Location | Location[] | LocationLink[] | null as `file:line:col: text` lines.
+fn render_locations(
+    tool: &OneShot,
+    encoding: PositionEncoding,
+    result: &Value,
+    what: &str,
+) -> CallToolResult {
+    let items: Vec<&Value> = match result {
+        Value::Array(items) => items.iter().collect(),
+        Value::Null => Vec::new(),
+        single => vec![single],
+    };
+    let mut files = Files::new(tool, encoding);
+    let mut lines = Vec::new();
+    let mut structured = Vec::new();
+    for item in items {
+        let (uri, range) = match item.get("targetUri") {
+            Some(uri) => (uri, &item["targetSelectionRange"]),
+            None => (&item["uri"], &item["range"]),
+        };
+        let uri = uri.as_str().unwrap_or_default();
+        let start = files.point(uri, &range["start"]);
+        let end = files.point(uri, &range["end"]);
+        lines.push(format!("{}: {}", start.label(), start.text));
+        structured.push(json!({
+            "file": start.file, "line": start.line, "column": start.column,
+            "endLine": end.line, "endColumn": end.column, "text": start.text,
+        }));
+    }
+    let mut text = list(&lines, &format!("no {what} found"));
+    if !lines.is_empty() {
+        text = format!("{} {what}:\n{text}", lines.len());
+    }
+    ok(text, json!({ "locations": structured }))
+}
+
+/// One symbol, flattened with its depth.
+struct Symbol {
+    depth: usize,
+    name: String,
+    kind: &'static str,
+    detail: String,
+    at: Point,
+}
+
+/// DocumentSymbol (nested), SymbolInformation and WorkspaceSymbol alike.
+fn collect_symbols(
+    files: &mut Files<'_>,
+    item: &Value,
+    file: Option<&Path>,
+    depth: usize,
+    out: &mut Vec<Symbol>,
+) {
+    let (uri, start) = if let Some(location) = item.get("location") {
+        (
+            location["uri"].as_str().unwrap_or_default().to_string(),
+            location["range"]["start"].clone(),
+        )
+    } else {
+        let uri = file
+            .and_then(|f| url::Url::from_file_path(f).ok())
+            .map(String::from)
+            .unwrap_or_default();
+        (uri, item["selectionRange"]["start"].clone())
+    };
+    let mut at = files.point(&uri, &start);
+    if start.is_null() {
+        // A WorkspaceSymbol may name only its file.
+        at.line = 0;
+        at.column = 0;
+    }
+    out.push(Symbol {
+        depth,
+        name: item["name"].as_str().unwrap_or("?").to_string(),
+        kind: symbol_kind(item["kind"].as_u64().unwrap_or(0)),
+        detail: item["detail"]
+            .as_str()
+            .or(item["containerName"].as_str())
+            .unwrap_or_default()
+            .to_string(),
+        at,
+    });
+    for child in item["children"].as_array().into_iter().flatten() {
+        collect_symbols(files, child, file, depth + 1, out);
+    }
+}
+
+fn render_symbols(symbols: &[Symbol], empty: &str) -> CallToolResult {
+    let lines: Vec<String> = symbols
+        .iter()
+        .map(|s| {
+            let detail = if s.detail.is_empty() {
+                String::new()
+            } else {
+                format!(" — {}", first_line(&s.detail))
+            };
+            format!(
+                "{}{} {} {}{detail}",
+                "  ".repeat(s.depth),
+                s.kind,
+                s.name,
+                s.at.label()
+            )
+        })
+        .collect();
+    let structured: Vec<Value> = symbols
+        .iter()
+        .map(|s| {
+            json!({ "name": s.name, "kind": s.kind, "depth": s.depth, "detail": s.detail,
+                    "file": s.at.file, "line": s.at.line, "column": s.at.column })
+        })
+        .collect();
+    ok(list(&lines, empty), json!({ "symbols": structured }))
+}
+
+fn render_report(
+    tool: &OneShot,
+    report: &ApplyReport,
+    server: &str,
+    new_name: &str,
+    through: &str,
+) -> CallToolResult {
+    let files = Files::new(tool, PositionEncoding::Utf16);
+    let show = |paths: &[PathBuf]| -> Vec<String> {
+        paths.iter().map(|p| files.display_path(p)).collect()
+    };
+    let changed = show(&report.written);
+    let created = show(&report.created);
+    let deleted = show(&report.deleted);
+    let renamed: Vec<(String, String)> = report
+        .renamed
+        .iter()
+        .map(|(a, b)| (files.display_path(a), files.display_path(b)))
+        .collect();
+    let mut text = format!("renamed to {new_name} with {server}, written through {through}:\n");
+    for f in &changed {
+        text.push_str(&format!("changed {f}\n"));
+    }
+    for f in &created {
+        text.push_str(&format!("created {f}\n"));
+    }
+    for (a, b) in &renamed {
+        text.push_str(&format!("renamed {a} -> {b}\n"));
+    }
+    for f in &deleted {
+        text.push_str(&format!("deleted {f}\n"));
+    }
+    if changed.is_empty() && created.is_empty() && renamed.is_empty() && deleted.is_empty() {
+        text.push_str("no file needed a change\n");
+    }
+    ok(
+        text,
+        json!({ "changed": changed, "created": created, "deleted": deleted,
+                "renamed": renamed.iter().map(|(a, b)| json!({"from": a, "to": b})).collect::<Vec<_>>() }),
+    )
+}
+
+/// Lines, at most [`MAX_LISTED`], or `empty`.
+fn list(lines: &[String], empty: &str) -> String {
+    if lines.is_empty() {
+        return format!("{empty}\n");
+    }
+    let mut text = String::new();
+    for line in lines.iter().take(MAX_LISTED) {
+        text.push_str(line);
+        text.push('\n');
+    }
+    if lines.len() > MAX_LISTED {
+        text.push_str(&format!(
+            "… and {} more (all are in the structured content)\n",
+            lines.len() - MAX_LISTED
+        ));
+    }
+    text
+}
+
+fn first_line(text: &str) -> &str {
+    text.lines().next().unwrap_or_default()
+}
+
+/// MarkedString | MarkedString[] | MarkupContent as plain text.
+fn hover_text(contents: &Value) -> String {
+    match contents {
+        Value::String(s) => s.clone(),
+        Value::Array(items) => items
+            .iter()
+            .map(hover_text)
+            .collect::<Vec<_>>()
+            .join("\n\n"),
+        Value::Object(o) => match (o.get("language"), o.get("value")) {
+            (Some(language), Some(value)) => format!(
+                "```{}\n{}\n```",
+                language.as_str().unwrap_or_default(),
+                value.as_str().unwrap_or_default()
+            ),
+            (_, Some(value)) => value.as_str().unwrap_or_default().to_string(),
+            _ => String::new(),
+        },
+        _ => String::new(),
+    }
+}
+
+fn symbol_kind(kind: u64) -> &'static str {
+    const KINDS: [&str; 26] = [
+        "symbol",
+        "file",
+        "module",
+        "namespace",
+        "package",
+        "class",
+        "method",
+        "property",
+        "field",
+        "constructor",
+        "enum",
+        "interface",
+        "function",
+        "variable",
+        "constant",
+        "string",
+        "number",
+        "boolean",
+        "array",
+        "object",
+        "key",
+        "null",
+        "enum-member",
+        "struct",
+        "event",
+        "operator",
+    ];
+    match kind {
+        26 => "type-parameter",
+        k => KINDS.get(k as usize).copied().unwrap_or("symbol"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hover_contents_of_every_shape() {
+        assert_eq!(hover_text(&json!("plain")), "plain");
+        assert_eq!(
+            hover_text(&json!({"kind": "markdown", "value": "**x**"})),
+            "**x**"
+        );
+        assert_eq!(
+            hover_text(&json!([{"language": "rust", "value": "fn f()"}, "doc"])),
+            "```rust\nfn f()\n```\n\ndoc"
+        );
+    }
+
+    #[test]
+    fn positions_are_one_based_characters() {
+        let text = "fn a() {}\nlet é = b;\n";
+        let path = Path::new("/x.rs");
+        assert_eq!(
+            lsp_position(text, path, 2, 9, PositionEncoding::Utf16).unwrap(),
+            8
+        );
+        assert_eq!(
+            lsp_position(text, path, 2, 9, PositionEncoding::Utf8).unwrap(),
+            9
+        );
+        assert!(lsp_position(text, path, 0, 1, PositionEncoding::Utf16).is_err());
+        assert!(lsp_position(text, path, 9, 1, PositionEncoding::Utf16).is_err());
+    }
+
+    #[test]
+    fn long_lists_are_cut_with_a_count() {
+        let lines: Vec<String> = (0..MAX_LISTED + 3).map(|i| i.to_string()).collect();
+        let text = list(&lines, "none");
+        assert!(text.ends_with("… and 3 more (all are in the structured content)\n"));
+        assert_eq!(list(&[], "none"), "none\n");
+    }
+
+    #[test]
+    fn symbol_kinds_by_number() {
+        assert_eq!(symbol_kind(12), "function");
+        assert_eq!(symbol_kind(23), "struct");
+        assert_eq!(symbol_kind(26), "type-parameter");
+        assert_eq!(symbol_kind(99), "symbol");
+    }
+}

@@ -1,0 +1,783 @@
+//! The MCP server acp-lsp injects into sessions, end to end with a real MCP
+//! client (the official Rust SDK, rmcp) and real rust-analyzer.
+//!
+//! The relay runs in-process over `tokio::io::duplex` pipes, the test playing
+//! the editor and the agent; the gate is the real registry's. The test reads
+//! the entry the agent receives in `session/new` and starts it exactly as an
+//! agent would: the real `acp-lsp mcp --connect …` binary with the entry's
+//! args and env, spoken to by rmcp's child-process client.
+//!
+//! Needs rust-analyzer on `PATH`; without it the tests fail (never skip).
+
+mod support;
+
+use acp_lsp::acp::relay::{self, RelayEnd, RelayOptions};
+use acp_lsp::gate::Gate;
+use acp_lsp::lsp::config::{Config, ServerConfig};
+use acp_lsp::lsp::registry::{Registry, RegistryOptions};
+use acp_lsp::mcp::editor::EditorFs;
+use acp_lsp::mcp::http::McpHttp;
+use acp_lsp::mcp::inject::{HttpEntry, StdioEntry};
+use acp_lsp::mcp::socket::McpSocket;
+use acp_lsp::mcp::tokens::TokenTable;
+use acp_lsp::mcp::McpRelay;
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::service::RunningService;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{ConfigureCommandExt, StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::{duplex, AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream};
+use tokio::task::JoinHandle;
+use tokio::time::timeout;
+
+/// Longest wait for one ACP line before the test fails instead of hanging.
+const IO_TIMEOUT: Duration = Duration::from_secs(10);
+/// Longest wait for one tool call: above the tools' own `READY_WAIT`, so a
+/// server that never gets ready is reported by the tool, not by this bound.
+const TOOL_TIMEOUT: Duration = Duration::from_secs(120);
+const PIPE_BUFFER: usize = 1024 * 1024;
+/// How long tools wait for a server that stays indexing, in the test of that.
+const INDEXING_WAIT: Duration = Duration::from_millis(500);
+
+type Client = RunningService<RoleClient, ()>;
+
+struct Proxy {
+    editor_w: Option<DuplexStream>,
+    editor_r: Option<BufReader<DuplexStream>>,
+    agent_r: BufReader<DuplexStream>,
+    agent_w: DuplexStream,
+    relay: JoinHandle<RelayEnd>,
+    tokens: Arc<TokenTable>,
+    registry: Arc<Registry>,
+    root: PathBuf,
+    _socket: McpSocket,
+    _http: McpHttp,
+    _tmp: tempfile::TempDir,
+}
+
+async fn read_json(reader: &mut BufReader<DuplexStream>, who: &str) -> Value {
+    let mut line = String::new();
+    match timeout(IO_TIMEOUT, reader.read_line(&mut line)).await {
+        Ok(Ok(n)) if n > 0 => {}
+        other => panic!("{who}: no line within {IO_TIMEOUT:?}: {other:?}"),
+    }
+    serde_json::from_str(&line).unwrap_or_else(|e| panic!("{who}: not JSON ({e}): {line}"))
+}
+
+async fn send(writer: &mut DuplexStream, message: &Value) {
+    let line = format!("{message}\n");
+    timeout(IO_TIMEOUT, writer.write_all(line.as_bytes()))
+        .await
+        .expect("write stalled")
+        .expect("write failed");
+}
+
+impl Proxy {
+    /// A relay with MCP injection over a copy of the rust-three-files project.
+    async fn start() -> Proxy {
+        Proxy::start_with(
+            Config::builtin(),
+            |root| {
+                support::copy_tree(
+                    &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/projects/rust-three-files"),
+                    root,
+                )
+            },
+            acp_lsp::mcp::tools::READY_WAIT,
+        )
+        .await
+    }
+
+    /// A relay with MCP injection over a project `fill` writes, tools waiting
+    /// `ready_wait` for their server.
+    async fn start_with(config: Config, fill: impl FnOnce(&Path), ready_wait: Duration) -> Proxy {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let root = tmp.path().join("project");
+        std::fs::create_dir_all(&root).expect("create project dir");
+        fill(&root);
+        let root = root.canonicalize().expect("canonical root");
+        let gate_config = config.gate_config();
+        let registry = Registry::new(config, RegistryOptions::default());
+        let gate = Gate::new(Arc::clone(&registry), gate_config);
+        let tokens = Arc::new(TokenTable::new());
+        let editor = Arc::new(EditorFs::new("test"));
+        let socket = McpSocket::bind(
+            Arc::clone(&gate),
+            Arc::clone(&tokens),
+            Some(Arc::clone(&editor)),
+            &acp_lsp::mcp::random_hex().expect("random"),
+            ready_wait,
+        )
+        .expect("bind the MCP socket");
+        let http = McpHttp::bind(
+            Arc::clone(&gate),
+            Arc::clone(&tokens),
+            Some(Arc::clone(&editor)),
+            ready_wait,
+        )
+        .await
+        .expect("bind the MCP http server");
+        let mcp = McpRelay {
+            tokens: Arc::clone(&tokens),
+            entry: StdioEntry {
+                command: PathBuf::from(env!("CARGO_BIN_EXE_acp-lsp")),
+                socket: socket.path().to_path_buf(),
+            },
+            http: Some(HttpEntry { url: http.url() }),
+            editor,
+        };
+        let (editor_in, editor_w) = duplex(PIPE_BUFFER);
+        let (editor_out, editor_r) = duplex(PIPE_BUFFER);
+        let (agent_in, agent_r) = duplex(PIPE_BUFFER);
+        let (agent_out, agent_w) = duplex(PIPE_BUFFER);
+        let relay = tokio::spawn(relay::run(
+            gate,
+            editor_in,
+            editor_out,
+            agent_in,
+            agent_out,
+            RelayOptions {
+                mcp: Some(mcp),
+                ..Default::default()
+            },
+            || {},
+        ));
+        Proxy {
+            editor_w: Some(editor_w),
+            editor_r: Some(BufReader::new(editor_r)),
+            agent_r: BufReader::new(agent_r),
+            agent_w,
+            relay,
+            tokens,
+            registry,
+            root,
+            _socket: socket,
+            _http: http,
+            _tmp: tmp,
+        }
+    }
+
+    fn editor_w(&mut self) -> &mut DuplexStream {
+        self.editor_w.as_mut().expect("editor writer")
+    }
+
+    fn editor_r(&mut self) -> &mut BufReader<DuplexStream> {
+        self.editor_r.as_mut().expect("editor reader")
+    }
+
+    /// `initialize` both ways; `fs` says whether the editor advertises
+    /// reading and writing files.
+    async fn initialize(&mut self, fs: bool) {
+        self.initialize_with(fs, json!({})).await;
+    }
+
+    /// `initialize` both ways, the agent answering `agent_capabilities`.
+    async fn initialize_with(&mut self, fs: bool, agent_capabilities: Value) {
+        let request = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": 1,
+            "clientCapabilities": {"fs": {"readTextFile": fs, "writeTextFile": fs}},
+        }});
+        send(self.editor_w(), &request).await;
+        let seen = read_json(&mut self.agent_r, "agent").await;
+        assert_eq!(seen["method"], "initialize");
+        let response = json!({"jsonrpc": "2.0", "id": 0, "result": {"protocolVersion": 1, "agentCapabilities": agent_capabilities}});
+        send(&mut self.agent_w, &response).await;
+        assert_eq!(read_json(self.editor_r(), "editor").await, response);
+    }
+
+    /// `session/new` through the relay; returns the entry the agent got.
+    async fn new_session(&mut self, session_id: &str) -> Value {
+        let request = json!({"jsonrpc": "2.0", "id": "n1", "method": "session/new", "params": {
+            "cwd": self.root, "mcpServers": [{"name": "other", "command": "/bin/true", "args": [], "env": []}],
+        }});
+        send(self.editor_w(), &request).await;
+        let seen = read_json(&mut self.agent_r, "agent").await;
+        // Nothing else changed.
+        let mut without_ours = seen.clone();
+        let servers = without_ours["params"]["mcpServers"]
+            .as_array_mut()
+            .expect("mcpServers");
+        assert_eq!(servers.len(), 2, "{seen}");
+        let ours = servers.pop().expect("our entry");
+        assert_eq!(without_ours, request);
+        let response = json!({"jsonrpc": "2.0", "id": "n1", "result": {"sessionId": session_id}});
+        send(&mut self.agent_w, &response).await;
+        assert_eq!(read_json(self.editor_r(), "editor").await, response);
+        ours
+    }
+}
+
+/// Starts the entry as an agent does, with rmcp's child-process client.
+async fn connect(entry: &Value) -> Client {
+    let command = entry["command"].as_str().expect("command").to_string();
+    let args: Vec<String> = entry["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .map(|a| a.as_str().expect("arg").to_string())
+        .collect();
+    let env: Vec<(String, String)> = entry["env"]
+        .as_array()
+        .expect("env")
+        .iter()
+        .map(|v| {
+            (
+                v["name"].as_str().expect("name").to_string(),
+                v["value"].as_str().expect("value").to_string(),
+            )
+        })
+        .collect();
+    let transport =
+        TokioChildProcess::new(tokio::process::Command::new(command).configure(|cmd| {
+            cmd.args(&args);
+            for (name, value) in &env {
+                cmd.env(name, value);
+            }
+        }))
+        .expect("start the MCP bridge");
+    timeout(IO_TIMEOUT, ().serve(transport))
+        .await
+        .expect("MCP initialize timed out")
+        .expect("MCP initialize failed")
+}
+
+async fn call(client: &Client, tool: &str, arguments: Value) -> CallToolResult {
+    let arguments = arguments.as_object().expect("arguments object").clone();
+    timeout(
+        TOOL_TIMEOUT,
+        client.call_tool(CallToolRequestParams::new(tool.to_string()).with_arguments(arguments)),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("{tool} did not answer within {TOOL_TIMEOUT:?}"))
+    .unwrap_or_else(|e| panic!("{tool} failed at the protocol level: {e}"))
+}
+
+fn text(result: &CallToolResult) -> String {
+    result
+        .content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The tool succeeded; returns its text and structured content.
+fn success(tool: &str, result: &CallToolResult) -> (String, Value) {
+    assert_ne!(
+        result.is_error,
+        Some(true),
+        "{tool} failed: {}",
+        text(result)
+    );
+    (
+        text(result),
+        result.structured_content.clone().unwrap_or(Value::Null),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_tool_answers_through_the_injected_server() {
+    let mut proxy = Proxy::start().await;
+    proxy.initialize(false).await;
+    let entry = proxy.new_session("s1").await;
+    assert_eq!(entry["name"], "acp-lsp");
+    assert!(entry.get("type").is_none(), "a stdio entry: {entry}");
+    assert_eq!(entry["args"][0], "mcp");
+    assert_eq!(entry["args"][1], "--connect");
+    assert!(
+        !entry["args"]
+            .to_string()
+            .contains(entry["env"][0]["value"].as_str().unwrap()),
+        "the token must not be in argv"
+    );
+    let client = connect(&entry).await;
+
+    let tools: Vec<String> = client
+        .list_all_tools()
+        .await
+        .expect("tools/list")
+        .into_iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    for name in [
+        "lsp_servers",
+        "lsp_request",
+        "definition",
+        "references",
+        "hover",
+        "document_symbols",
+        "workspace_symbols",
+        "diagnostics",
+        "rename",
+        "code_actions",
+    ] {
+        assert!(
+            tools.iter().any(|t| t == name),
+            "{name} missing from {tools:?}"
+        );
+    }
+
+    // `area` is defined at geometry.rs:2:8 and used in report.rs and stats.rs.
+    let (refs, structured) = success(
+        "references",
+        &call(
+            &client,
+            "references",
+            json!({"file": "src/geometry.rs", "line": 2, "column": 8}),
+        )
+        .await,
+    );
+    for needle in [
+        "src/geometry.rs:2:8: pub fn area(width: u32, height: u32) -> u32 {",
+        "src/report.rs:5:5: area(side, side)",
+        "src/stats.rs:5:27: let first = geometry::area(a.0, a.1);",
+        "src/stats.rs:6:28: let second = geometry::area(b.0, b.1);",
+    ] {
+        assert!(refs.contains(needle), "{needle:?} not in\n{refs}");
+    }
+    assert_eq!(
+        structured["locations"].as_array().map(Vec::len),
+        Some(5),
+        "{structured}"
+    );
+
+    let (definition, _) = success(
+        "definition",
+        &call(
+            &client,
+            "definition",
+            json!({"file": "src/stats.rs", "line": 5, "column": 27}),
+        )
+        .await,
+    );
+    assert!(definition.contains("src/geometry.rs:2:8:"), "{definition}");
+
+    let (hover, _) = success(
+        "hover",
+        &call(
+            &client,
+            "hover",
+            json!({"file": proxy.root.join("src/report.rs"), "line": 5, "column": 5}),
+        )
+        .await,
+    );
+    assert!(
+        hover.contains("pub fn area(width: u32, height: u32) -> u32"),
+        "{hover}"
+    );
+
+    let (symbols, _) = success(
+        "document_symbols",
+        &call(&client, "document_symbols", json!({"file": "src/stats.rs"})).await,
+    );
+    assert!(
+        symbols.contains("function total src/stats.rs:4:8"),
+        "{symbols}"
+    );
+
+    let (found, _) = success(
+        "workspace_symbols",
+        &call(&client, "workspace_symbols", json!({"query": "square"})).await,
+    );
+    assert!(
+        found.contains("function square src/report.rs:4:8"),
+        "{found}"
+    );
+
+    let (actions, _) = success(
+        "code_actions",
+        &call(
+            &client,
+            "code_actions",
+            json!({"file": "src/report.rs", "line": 4, "column": 8}),
+        )
+        .await,
+    );
+    assert!(!actions.starts_with("no code actions"), "{actions}");
+
+    let (servers, structured) = success(
+        "lsp_servers",
+        &call(&client, "lsp_servers", json!({})).await,
+    );
+    assert!(servers.contains("rust-analyzer [ready]"), "{servers}");
+    let server_id = structured["servers"][0]["serverId"].clone();
+
+    let uri = url::Url::from_file_path(proxy.root.join("src/geometry.rs")).unwrap();
+    let (raw, structured) = success(
+        "lsp_request",
+        &call(
+            &client,
+            "lsp_request",
+            json!({"method": "textDocument/documentSymbol",
+            "params": {"textDocument": {"uri": uri.as_str()}}}),
+        )
+        .await,
+    );
+    assert_eq!(structured["serverId"], server_id);
+    assert!(raw.contains("\"area\""), "{raw}");
+    // The same refusals and confinement as lsp/request.
+    let refused = call(
+        &client,
+        "lsp_request",
+        json!({"method": "textDocument/didOpen",
+        "params": {"textDocument": {"uri": uri.as_str()}}, "server": server_id}),
+    )
+    .await;
+    assert_eq!(refused.is_error, Some(true));
+    assert!(
+        text(&refused).contains("not forwarded"),
+        "{}",
+        text(&refused)
+    );
+    let outside = call(&client, "lsp_request", json!({"method": "textDocument/hover",
+        "params": {"textDocument": {"uri": "file:///etc/passwd"}, "position": {"line": 0, "character": 0}},
+        "server": server_id})).await;
+    assert_eq!(outside.is_error, Some(true));
+    assert!(text(&outside).contains("outside"), "{}", text(&outside));
+
+    // A syntax error, written to disk: diagnostics waits for the fresh ones.
+    std::fs::write(
+        proxy.root.join("src/report.rs"),
+        "use crate::geometry::area;\n\n/// Area of a square of side `side`.\npub fn square(side: u32) -> u32 {\n    area(side, side\n}\n",
+    )
+    .unwrap();
+    let (diagnostics, structured) = success(
+        "diagnostics",
+        &call(&client, "diagnostics", json!({"files": ["src/report.rs"]})).await,
+    );
+    assert!(diagnostics.contains("src/report.rs:5:"), "{diagnostics}");
+    assert!(
+        structured["diagnostics"]
+            .as_array()
+            .is_some_and(|d| d.iter().any(|d| d["severity"] == "error")),
+        "{structured}"
+    );
+    std::fs::write(
+        proxy.root.join("src/report.rs"),
+        std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/projects/rust-three-files/src/report.rs"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+
+    // Rename, applied to disk (this editor does not write files).
+    let (renamed, structured) = success(
+        "rename",
+        &call(
+            &client,
+            "rename",
+            json!({"file": "src/geometry.rs", "line": 2, "column": 8, "new_name": "surface"}),
+        )
+        .await,
+    );
+    assert!(renamed.contains("written through the disk"), "{renamed}");
+    let mut changed: Vec<String> = structured["changed"]
+        .as_array()
+        .expect("changed")
+        .iter()
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect();
+    changed.sort();
+    assert_eq!(
+        changed,
+        ["src/geometry.rs", "src/report.rs", "src/stats.rs"]
+    );
+    let stats = std::fs::read_to_string(proxy.root.join("src/stats.rs")).unwrap();
+    assert!(stats.contains("geometry::surface(a.0, a.1)"), "{stats}");
+
+    client.cancel().await.expect("close the MCP client");
+    proxy.registry.shutdown().await;
+    proxy.relay.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rename_is_written_through_the_editor_when_it_writes_files() {
+    let mut proxy = Proxy::start().await;
+    proxy.initialize(true).await;
+    let entry = proxy.new_session("s2").await;
+    let client = connect(&entry).await;
+
+    // The editor serves fs/* from disk and records what it was asked.
+    let served: Arc<Mutex<Vec<(String, String)>>> = Arc::default();
+    let mut editor_r = proxy.editor_r.take().expect("editor reader");
+    let mut editor_w = proxy.editor_w.take().expect("editor writer");
+    let editor = {
+        let served = Arc::clone(&served);
+        tokio::spawn(async move {
+            loop {
+                let mut line = String::new();
+                if editor_r.read_line(&mut line).await.unwrap_or(0) == 0 {
+                    return (editor_r, editor_w);
+                }
+                let message: Value = serde_json::from_str(&line).expect("JSON from the proxy");
+                let method = message["method"].as_str().unwrap_or_default().to_string();
+                let path = message["params"]["path"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+                let result = match method.as_str() {
+                    "fs/read_text_file" => match std::fs::read_to_string(&path) {
+                        Ok(content) => json!({"result": {"content": content}}),
+                        Err(_) => json!({"error": {"code": -32002, "message": "not found"}}),
+                    },
+                    "fs/write_text_file" => {
+                        let content = message["params"]["content"].as_str().unwrap_or_default();
+                        std::fs::write(&path, content).expect("editor write");
+                        json!({"result": null})
+                    }
+                    // The sentinel the agent sends at the end.
+                    _ if message["params"]["sentinel"] == "end" => return (editor_r, editor_w),
+                    _ => continue,
+                };
+                served.lock().unwrap().push((method, path));
+                let mut response = json!({"jsonrpc": "2.0", "id": message["id"]});
+                for (k, v) in result.as_object().unwrap() {
+                    response[k] = v.clone();
+                }
+                send(&mut editor_w, &response).await;
+            }
+        })
+    };
+
+    let (renamed, structured) = success(
+        "rename",
+        &call(
+            &client,
+            "rename",
+            json!({"file": "src/geometry.rs", "line": 2, "column": 8, "new_name": "surface"}),
+        )
+        .await,
+    );
+    assert!(renamed.contains("written through the editor"), "{renamed}");
+    assert_eq!(
+        structured["changed"].as_array().map(Vec::len),
+        Some(3),
+        "{structured}"
+    );
+    let writes: Vec<String> = served
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(m, _)| m == "fs/write_text_file")
+        .map(|(_, p)| p.clone())
+        .collect();
+    assert_eq!(writes.len(), 3, "{:?}", served.lock().unwrap());
+    let report = std::fs::read_to_string(proxy.root.join("src/report.rs")).unwrap();
+    assert!(report.contains("use crate::geometry::surface;"), "{report}");
+
+    // The editor's answers to acp-lsp's own requests never reached the agent:
+    // the next thing the agent reads is what the editor sends now.
+    client.cancel().await.expect("close the MCP client");
+    let sentinel =
+        json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": "s2"}});
+    let (_r, mut w) = {
+        // Stop the editor task with a sentinel from the agent side, then take the pipes back.
+        send(
+            &mut proxy.agent_w,
+            &json!({"jsonrpc": "2.0", "method": "session/update", "params": {"sentinel": "end"}}),
+        )
+        .await;
+        editor.await.expect("editor task")
+    };
+    send(&mut w, &sentinel).await;
+    assert_eq!(read_json(&mut proxy.agent_r, "agent").await, sentinel);
+    proxy.registry.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_session_request_revokes_its_token_and_a_wrong_token_is_refused() {
+    let mut proxy = Proxy::start().await;
+    proxy.initialize(false).await;
+    let request = json!({"jsonrpc": "2.0", "id": 7, "method": "session/new", "params": {"cwd": proxy.root, "mcpServers": []}});
+    send(proxy.editor_w(), &request).await;
+    let seen = read_json(&mut proxy.agent_r, "agent").await;
+    let entry = seen["params"]["mcpServers"][0].clone();
+    assert_eq!(entry["name"], "acp-lsp");
+    assert_eq!(proxy.tokens.len(), 1);
+    let error = json!({"jsonrpc": "2.0", "id": 7, "error": {"code": -32603, "message": "no"}});
+    send(&mut proxy.agent_w, &error).await;
+    assert_eq!(read_json(proxy.editor_r(), "editor").await, error);
+    assert!(
+        proxy.tokens.is_empty(),
+        "the token of a failed session/new is revoked"
+    );
+
+    // The bridge with a revoked token: the proxy closes the connection, and
+    // the client's initialize fails instead of serving anything.
+    let command = entry["command"].as_str().unwrap().to_string();
+    let args: Vec<String> = entry["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_string())
+        .collect();
+    let token = entry["env"][0]["value"].as_str().unwrap().to_string();
+    let transport =
+        TokioChildProcess::new(tokio::process::Command::new(command).configure(|cmd| {
+            cmd.args(&args).env("ACP_LSP_MCP_TOKEN", token);
+        }))
+        .expect("start the bridge");
+    let outcome = timeout(IO_TIMEOUT, ().serve(transport))
+        .await
+        .expect("the refusal is prompt");
+    assert!(outcome.is_err(), "a revoked token was served");
+
+    // An entry already present is not added twice.
+    let ours = json!({"jsonrpc": "2.0", "id": 8, "method": "session/new", "params": {"cwd": proxy.root, "mcpServers": [entry]}});
+    send(proxy.editor_w(), &ours).await;
+    assert_eq!(read_json(&mut proxy.agent_r, "agent").await, ours);
+    proxy.registry.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_says_the_server_is_still_indexing_rather_than_answering_empty() {
+    // The fake server reports indexing progress that never ends.
+    let mut server = ServerConfig::new(
+        "fake",
+        env!("CARGO_BIN_EXE_acp-lsp-fake-server"),
+        &[],
+        &["fake"],
+        &["fake"],
+        &["fake.toml"],
+    );
+    server.env.insert("FAKE_LSP_MODE".into(), "progress".into());
+    // Indexing from the start: the fake never says it is quiescent (without
+    // this it would be ready for the moment between `initialize` and its
+    // first progress report).
+    server.ready_when_quiescent = true;
+    let config = Config {
+        servers: vec![server],
+        ..Config::builtin()
+    };
+    let mut proxy = Proxy::start_with(
+        config,
+        |root| {
+            std::fs::write(root.join("fake.toml"), "").expect("write marker");
+            std::fs::write(root.join("a.fake"), "hello fake\n").expect("write document");
+        },
+        INDEXING_WAIT,
+    )
+    .await;
+    proxy.initialize(false).await;
+    let entry = proxy.new_session("s3").await;
+    let client = connect(&entry).await;
+    let result = call(
+        &client,
+        "references",
+        json!({"file": "a.fake", "line": 1, "column": 1}),
+    )
+    .await;
+    assert_eq!(result.is_error, Some(true), "{}", text(&result));
+    let message = text(&result);
+    assert!(message.contains("fake is still indexing"), "{message}");
+    // It never answered: the tool's text is the refusal, not a location list.
+    assert!(!message.contains("references"), "{message}");
+    client.cancel().await.expect("close the MCP client");
+    proxy.registry.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_load_binds_its_token_and_session_close_revokes_it() {
+    let mut proxy = Proxy::start().await;
+    proxy.initialize(false).await;
+    // session/load names the session in the request; the token is bound on success.
+    let load = json!({"jsonrpc": "2.0", "id": "l1", "method": "session/load", "params": {
+        "sessionId": "loaded", "cwd": proxy.root, "mcpServers": [],
+    }});
+    send(proxy.editor_w(), &load).await;
+    let seen = read_json(&mut proxy.agent_r, "agent").await;
+    let entry = seen["params"]["mcpServers"][0].clone();
+    assert_eq!(entry["name"], "acp-lsp", "{seen}");
+    let ok = json!({"jsonrpc": "2.0", "id": "l1", "result": {}});
+    send(&mut proxy.agent_w, &ok).await;
+    assert_eq!(read_json(proxy.editor_r(), "editor").await, ok);
+
+    let client = connect(&entry).await;
+    let (servers, _) = success(
+        "lsp_servers",
+        &call(&client, "lsp_servers", json!({})).await,
+    );
+    assert!(servers.contains("rust-analyzer"), "{servers}");
+    client.cancel().await.expect("close the MCP client");
+
+    // session/close (answered with success) ends the session and its token.
+    let close = json!({"jsonrpc": "2.0", "id": "c1", "method": "session/close", "params": {"sessionId": "loaded"}});
+    send(proxy.editor_w(), &close).await;
+    assert_eq!(read_json(&mut proxy.agent_r, "agent").await, close);
+    let ok = json!({"jsonrpc": "2.0", "id": "c1", "result": {}});
+    send(&mut proxy.agent_w, &ok).await;
+    assert_eq!(read_json(proxy.editor_r(), "editor").await, ok);
+    assert!(
+        proxy.tokens.is_empty(),
+        "session/close revokes the session's tokens"
+    );
+    let command = entry["command"].as_str().unwrap().to_string();
+    let args: Vec<String> = entry["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_string())
+        .collect();
+    let token = entry["env"][0]["value"].as_str().unwrap().to_string();
+    let transport =
+        TokioChildProcess::new(tokio::process::Command::new(command).configure(|cmd| {
+            cmd.args(&args).env("ACP_LSP_MCP_TOKEN", token);
+        }))
+        .expect("start the bridge");
+    let outcome = timeout(IO_TIMEOUT, ().serve(transport))
+        .await
+        .expect("the refusal is prompt");
+    assert!(outcome.is_err(), "a closed session's token was served");
+    proxy.registry.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_that_takes_http_gets_an_http_entry_with_a_bearer_token() {
+    let mut proxy = Proxy::start().await;
+    proxy
+        .initialize_with(false, json!({"mcpCapabilities": {"http": true}}))
+        .await;
+    let entry = proxy.new_session("h1").await;
+    assert_eq!(entry["type"], "http", "{entry}");
+    assert_eq!(entry["name"], "acp-lsp");
+    let url = entry["url"].as_str().expect("url").to_string();
+    assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+    let bearer = entry["headers"][0]["value"].as_str().expect("header");
+    let token = bearer
+        .strip_prefix("Bearer ")
+        .expect("a bearer token")
+        .to_string();
+
+    // Without the token: refused before MCP.
+    let anonymous = ().serve(StreamableHttpClientTransport::from_uri(url.clone())).await;
+    assert!(anonymous.is_err(), "served without a token");
+
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(url).auth_header(token),
+    );
+    let client = timeout(IO_TIMEOUT, ().serve(transport))
+        .await
+        .expect("MCP initialize timed out")
+        .expect("MCP initialize failed");
+    let (refs, _) = success(
+        "references",
+        &call(
+            &client,
+            "references",
+            json!({"file": "src/geometry.rs", "line": 2, "column": 8}),
+        )
+        .await,
+    );
+    assert!(
+        refs.contains("src/report.rs:5:5: area(side, side)"),
+        "{refs}"
+    );
+    client.cancel().await.expect("close the MCP client");
+    proxy.registry.shutdown().await;
+}

@@ -1,0 +1,240 @@
+//! A real ACP agent that knows nothing of `lsp/*` uses acp-lsp's language
+//! servers through the MCP server acp-lsp injects into `session/new`.
+//!
+//! editor (official ACP Rust SDK, here) ⇄ `acp-lsp proxy` ⇄
+//! `elizacp --deterministic acp` (crates.io), which starts the MCP servers a
+//! session lists when a prompt says `Use tool SERVER::TOOL with JSON` and
+//! answers with the tool's result. The project is a copy of
+//! `tests/projects/rust-three-files`, served by real rust-analyzer.
+//!
+//! Needs `elizacp` (`cargo install --locked elizacp`) and rust-analyzer on
+//! `PATH`; without either the test fails (never skips).
+
+mod support;
+
+use acp_lsp::lsp::detect::find_on_path;
+use agent_client_protocol::schema::ProtocolVersion;
+use agent_client_protocol::v1::schema::{
+    ClientCapabilities, ContentBlock, FileSystemCapabilities, InitializeRequest, NewSessionRequest,
+    PromptRequest, ReadTextFileRequest, ReadTextFileResponse, SessionNotification, SessionUpdate,
+    TextContent, WriteTextFileRequest, WriteTextFileResponse,
+};
+use agent_client_protocol::v1::ConnectionTo;
+use agent_client_protocol::{AcpAgent, AcpAgentConfig, Agent, Client, ErrorCode};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Bound on the whole conversation (proxy, agent, rust-analyzer, two tool
+/// calls); above the tools' own readiness wait, so they report first.
+const SESSION_TIMEOUT: Duration = Duration::from_secs(180);
+
+#[derive(Default)]
+struct Seen {
+    /// The agent's message text, per prompt.
+    messages: Vec<String>,
+    /// Files the editor wrote for acp-lsp.
+    writes: Vec<PathBuf>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Runs the prompts in one session through `acp-lsp proxy OPTIONS -- elizacp`;
+/// returns the agent's reply to each.
+async fn converse(
+    root: &Path,
+    elizacp: &Path,
+    options: &[&str],
+    prompts: &[String],
+    seen: Arc<Mutex<Seen>>,
+) -> Vec<String> {
+    let mut args = vec!["proxy".to_string()];
+    args.extend(options.iter().map(|o| o.to_string()));
+    args.extend([
+        "--".to_string(),
+        elizacp.display().to_string(),
+        "--deterministic".to_string(),
+        "acp".to_string(),
+    ]);
+    let proxy = AcpAgent::new(AcpAgentConfig::new(env!("CARGO_BIN_EXE_acp-lsp")).args(args));
+    let root = root.to_path_buf();
+    let prompts = prompts.to_vec();
+    let result = Client
+        .v1()
+        .name("mcp-elizacp-test")
+        .on_receive_notification(
+            {
+                let seen = seen.clone();
+                async move |notification: SessionNotification, _cx| {
+                    if let SessionUpdate::AgentMessageChunk(chunk) = notification.update {
+                        if let ContentBlock::Text(text) = chunk.content {
+                            lock(&seen).messages.push(text.text);
+                        }
+                    }
+                    Ok(())
+                }
+            },
+            agent_client_protocol::on_receive_notification!(),
+        )
+        .on_receive_request(
+            async move |request: ReadTextFileRequest, responder, _cx| match std::fs::read_to_string(
+                &request.path,
+            ) {
+                Ok(text) => responder.respond(ReadTextFileResponse::new(text)),
+                Err(_) => responder.respond_with_error(agent_client_protocol::Error::new(
+                    ErrorCode::RESOURCE_NOT_FOUND,
+                    "not found".to_string(),
+                )),
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            {
+                let seen = seen.clone();
+                async move |request: WriteTextFileRequest, responder, _cx| {
+                    if let Err(e) = std::fs::write(&request.path, &request.content) {
+                        return responder.respond_with_error(
+                            agent_client_protocol::Error::into_internal_error(e),
+                        );
+                    }
+                    lock(&seen).writes.push(request.path.clone());
+                    responder.respond(WriteTextFileResponse::new())
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .connect_with(proxy, async |cx: ConnectionTo<Agent>| {
+            cx.send_request(
+                InitializeRequest::new(ProtocolVersion::V1).client_capabilities(
+                    ClientCapabilities::new().fs(FileSystemCapabilities::new()
+                        .read_text_file(true)
+                        .write_text_file(true)),
+                ),
+            )
+            .block_task()
+            .await?;
+            let session = cx
+                .send_request(NewSessionRequest::new(root.clone()))
+                .block_task()
+                .await?;
+            let mut replies = Vec::new();
+            for prompt in &prompts {
+                let before = lock(&seen).messages.len();
+                cx.send_request(PromptRequest::new(
+                    session.session_id.clone(),
+                    vec![ContentBlock::Text(TextContent::new(prompt.clone()))],
+                ))
+                .block_task()
+                .await?;
+                replies.push(lock(&seen).messages[before..].concat());
+            }
+            Ok(replies)
+        })
+        .await;
+    result.unwrap_or_else(|e| panic!("the ACP session failed: {e}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn elizacp_calls_references_and_rename_through_acp_lsp() {
+    let elizacp =
+        find_on_path("elizacp").expect("elizacp is not installed: cargo install --locked elizacp");
+    assert!(
+        find_on_path("rust-analyzer").is_some(),
+        "rust-analyzer is not installed"
+    );
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let root = tmp.path().join("project");
+    std::fs::create_dir_all(&root).expect("create project dir");
+    support::copy_tree(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/projects/rust-three-files"),
+        &root,
+    );
+    let root = root.canonicalize().expect("canonical root");
+
+    let prompts = [
+        "List tools from acp-lsp".to_string(),
+        r#"Use tool acp-lsp::references with {"file": "src/geometry.rs", "line": 2, "column": 8}"#.to_string(),
+        r#"Use tool acp-lsp::rename with {"file": "src/geometry.rs", "line": 2, "column": 8, "new_name": "surface"}"#
+            .to_string(),
+    ];
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let replies = tokio::time::timeout(
+        SESSION_TIMEOUT,
+        converse(&root, &elizacp, &[], &prompts, seen.clone()),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("no end of the conversation within {SESSION_TIMEOUT:?}"));
+
+    let tools = &replies[0];
+    for tool in ["references", "rename", "definition", "hover", "diagnostics"] {
+        assert!(
+            tools.contains(&format!("- {tool}:")),
+            "{tool} not listed:\n{tools}"
+        );
+    }
+
+    // elizacp prints the CallToolResult with `{:?}`: the text is escaped once.
+    let references = &replies[1];
+    assert!(references.starts_with("OK: "), "{references}");
+    for needle in [
+        "5 references:",
+        "src/geometry.rs:2:8: pub fn area(width: u32, height: u32) -> u32 {",
+        "src/report.rs:5:5: area(side, side)",
+        "src/stats.rs:5:27: let first = geometry::area(a.0, a.1);",
+        "src/stats.rs:6:28: let second = geometry::area(b.0, b.1);",
+    ] {
+        assert!(
+            references.contains(needle),
+            "{needle:?} not in\n{references}"
+        );
+    }
+
+    let rename = &replies[2];
+    assert!(rename.starts_with("OK: "), "{rename}");
+    assert!(
+        rename.contains("renamed to surface with rust-analyzer, written through the editor"),
+        "{rename}"
+    );
+    let stats = std::fs::read_to_string(root.join("src/stats.rs")).expect("read stats.rs");
+    assert!(
+        stats.contains("let first = geometry::surface(a.0, a.1);"),
+        "{stats}"
+    );
+    let report = std::fs::read_to_string(root.join("src/report.rs")).expect("read report.rs");
+    assert!(report.contains("use crate::geometry::surface;"), "{report}");
+    let mut writes: Vec<String> = lock(&seen)
+        .writes
+        .iter()
+        .map(|p| {
+            p.strip_prefix(&root)
+                .expect("inside the project")
+                .display()
+                .to_string()
+        })
+        .collect();
+    writes.sort();
+    assert_eq!(writes, ["src/geometry.rs", "src/report.rs", "src/stats.rs"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_mcp_off_the_agent_gets_no_server_of_ours() {
+    let elizacp =
+        find_on_path("elizacp").expect("elizacp is not installed: cargo install --locked elizacp");
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let root = tmp.path().canonicalize().expect("canonical root");
+    let prompts = ["List tools from acp-lsp".to_string()];
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let replies = tokio::time::timeout(
+        SESSION_TIMEOUT,
+        converse(&root, &elizacp, &["--mcp", "off"], &prompts, seen),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("no end of the conversation within {SESSION_TIMEOUT:?}"));
+    assert!(
+        replies[0].contains("MCP server 'acp-lsp' not found"),
+        "{}",
+        replies[0]
+    );
+}
