@@ -359,7 +359,7 @@ fn main() -> anyhow::Result<()> {
             } else {
                 1
             });
-    },
+        }
         Command::Mcp { connect, log } => {
             init_logging(&log)?;
             let runtime = tokio::runtime::Builder::new_current_thread()
