@@ -211,8 +211,8 @@ impl Proxy {
     }
 }
 
-/// Starts the entry as an agent does, with rmcp's child-process client.
-async fn connect(entry: &Value) -> Client {
+/// The entry's command, started as an agent does (rmcp's child-process transport).
+fn bridge_transport(entry: &Value) -> TokioChildProcess {
     let command = entry["command"].as_str().expect("command").to_string();
     let args: Vec<String> = entry["args"]
         .as_array()
@@ -231,18 +231,29 @@ async fn connect(entry: &Value) -> Client {
             )
         })
         .collect();
-    let transport =
-        TokioChildProcess::new(tokio::process::Command::new(command).configure(|cmd| {
-            cmd.args(&args);
-            for (name, value) in &env {
-                cmd.env(name, value);
-            }
-        }))
-        .expect("start the MCP bridge");
-    timeout(IO_TIMEOUT, ().serve(transport))
+    TokioChildProcess::new(tokio::process::Command::new(command).configure(|cmd| {
+        cmd.args(&args);
+        for (name, value) in &env {
+            cmd.env(name, value);
+        }
+    }))
+    .expect("start the MCP bridge")
+}
+
+/// Connects to the entry's server as an agent does.
+async fn connect(entry: &Value) -> Client {
+    timeout(IO_TIMEOUT, ().serve(bridge_transport(entry)))
         .await
         .expect("MCP initialize timed out")
         .expect("MCP initialize failed")
+}
+
+/// Whether the entry's server refuses the connection (its MCP initialize fails, promptly).
+async fn refused(entry: &Value) -> bool {
+    timeout(IO_TIMEOUT, ().serve(bridge_transport(entry)))
+        .await
+        .expect("the refusal is prompt")
+        .is_err()
 }
 
 async fn call(client: &Client, tool: &str, arguments: Value) -> CallToolResult {
@@ -610,23 +621,7 @@ async fn a_failed_session_request_revokes_its_token_and_a_wrong_token_is_refused
 
     // The bridge with a revoked token: the proxy closes the connection, and
     // the client's initialize fails instead of serving anything.
-    let command = entry["command"].as_str().unwrap().to_string();
-    let args: Vec<String> = entry["args"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| a.as_str().unwrap().to_string())
-        .collect();
-    let token = entry["env"][0]["value"].as_str().unwrap().to_string();
-    let transport =
-        TokioChildProcess::new(tokio::process::Command::new(command).configure(|cmd| {
-            cmd.args(&args).env("ACP_LSP_MCP_TOKEN", token);
-        }))
-        .expect("start the bridge");
-    let outcome = timeout(IO_TIMEOUT, ().serve(transport))
-        .await
-        .expect("the refusal is prompt");
-    assert!(outcome.is_err(), "a revoked token was served");
+    assert!(refused(&entry).await, "a revoked token was served");
 
     // An entry already present is not added twice.
     let ours = json!({"jsonrpc": "2.0", "id": 8, "method": "session/new", "params": {"cwd": proxy.root, "mcpServers": [entry]}});
@@ -717,23 +712,7 @@ async fn session_load_binds_its_token_and_session_close_revokes_it() {
         proxy.tokens.is_empty(),
         "session/close revokes the session's tokens"
     );
-    let command = entry["command"].as_str().unwrap().to_string();
-    let args: Vec<String> = entry["args"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| a.as_str().unwrap().to_string())
-        .collect();
-    let token = entry["env"][0]["value"].as_str().unwrap().to_string();
-    let transport =
-        TokioChildProcess::new(tokio::process::Command::new(command).configure(|cmd| {
-            cmd.args(&args).env("ACP_LSP_MCP_TOKEN", token);
-        }))
-        .expect("start the bridge");
-    let outcome = timeout(IO_TIMEOUT, ().serve(transport))
-        .await
-        .expect("the refusal is prompt");
-    assert!(outcome.is_err(), "a closed session's token was served");
+    assert!(refused(&entry).await, "a closed session's token was served");
     proxy.registry.shutdown().await;
 }
 
