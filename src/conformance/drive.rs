@@ -54,7 +54,7 @@ pub struct Session {
     /// The editor's buffers after the session (fs/write_text_file).
     pub buffers: BTreeMap<PathBuf, String>,
     pub bindings: Bindings,
-    /// Where each workspace step's mark went (step index in the script).
+    /// The workspace copy the session ran in.
     pub root: PathBuf,
     pub cancelled: HashSet<String>,
 }
@@ -555,8 +555,8 @@ impl Live {
         let params = &value["params"];
         let reply = match method {
             "fs/write_text_file" => {
-                if let (Some(path), Some(content)) = (params["path"].as_str(), params["content"].as_str()) {
-                    self.session.buffers.insert(PathBuf::from(path), content.to_string());
+                if let Some((path, content)) = written_file(params) {
+                    self.session.buffers.insert(path, content);
                 }
                 format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":null}}")
             }
@@ -886,6 +886,13 @@ pub async fn serve_host(
         }
     }
     outcomes
+}
+
+/// The file and text of `fs/write_text_file` params.
+pub(super) fn written_file(params: &Value) -> Option<(PathBuf, String)> {
+    let path = params["path"].as_str()?;
+    let content = params["content"].as_str()?;
+    Some((PathBuf::from(path), content.to_string()))
 }
 
 /// `fs/read_text_file`'s `line` (1-based) and `limit`.

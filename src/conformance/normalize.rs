@@ -19,6 +19,16 @@ pub fn server_placeholder(name: &str, sub: &str) -> String {
     }
 }
 
+/// The placeholder of server `name` whose root is `server_root`, below the
+/// workspace `workspace_root` (as a recording's `spawn` event gives them).
+pub fn placeholder_for(name: &str, server_root: &std::path::Path, workspace_root: &str) -> String {
+    let sub = server_root
+        .strip_prefix(workspace_root)
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    server_placeholder(name, &sub)
+}
+
 /// Placeholder ↔ live value bindings of one replay.
 #[derive(Debug, Clone, Default)]
 pub struct Bindings {

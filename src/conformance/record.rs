@@ -7,7 +7,7 @@ use super::drive::{drive, DriveOptions, Session, MARK_METHOD};
 use super::fixture::{
     copy_workspace, parse_line, read_tree, Body, Dir, Line, Scenario, WorkspaceStep,
 };
-use super::normalize::{server_placeholder, Bindings, ROOT};
+use super::normalize::{placeholder_for, Bindings, ROOT};
 use super::report::Outcome;
 use super::ConformanceError;
 use serde_json::Value;
@@ -54,7 +54,7 @@ pub async fn record_fixture(
     };
     let recorded =
         std::fs::read_to_string(&record).map_err(ConformanceError::io("reading the recording"))?;
-    let lines = fixture_lines(scenario, &recorded, &session.bindings.root)?;
+    let lines = fixture_lines(scenario, &recorded, &session.bindings.root);
     let count = lines.len();
     let mut out = lines.join("\n");
     out.push('\n');
@@ -72,11 +72,7 @@ pub async fn record_fixture(
 
 /// The proxy's recording in fixture form: placeholders for the root and the
 /// serverIds, the workspace steps where their marks went.
-fn fixture_lines(
-    scenario: &Scenario,
-    recorded: &str,
-    root: &str,
-) -> Result<Vec<String>, ConformanceError> {
+fn fixture_lines(scenario: &Scenario, recorded: &str, root: &str) -> Vec<String> {
     let mut bindings = Bindings::new(root);
     for text in recorded.lines() {
         let Ok(line) = parse_line(0, text) else {
@@ -90,13 +86,10 @@ fn fixture_lines(
             },
         ) = (&line.dir, &line.body)
         {
-            let sub = Path::new(server_root)
-                .strip_prefix(root)
-                .map(|p| p.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            bindings
-                .servers
-                .insert(server_placeholder(name, &sub), id.clone());
+            bindings.servers.insert(
+                placeholder_for(name, Path::new(server_root), root),
+                id.clone(),
+            );
         }
     }
     let steps: Vec<&Line> = scenario.lines.iter().collect();
@@ -122,8 +115,7 @@ fn fixture_lines(
         }
         out.push(bindings.to_recorded(text));
     }
-    let _ = ROOT;
-    Ok(out)
+    out
 }
 
 fn write_expect(

@@ -7,8 +7,9 @@
 //! [`super::normalize`]); `spawn` waits for acp-lsp to start that server
 //! (a `conformance bridge` process that connects back here); `exit` ends it.
 
+use super::drive::written_file;
 use super::fixture::{copy_workspace, read_tree, Body, Dir, Line, Scenario, WorkspaceStep};
-use super::normalize::{compare, normalize_fields, server_placeholder, Bindings, ROOT};
+use super::normalize::{compare, normalize_fields, Bindings, ROOT};
 use super::report::{Failure, Outcome};
 use super::wire::{accept_bridge, Framing, Hello, Peer};
 use super::{ConformanceError, PROXY_EXIT_TIMEOUT};
@@ -129,6 +130,9 @@ pub async fn replay(
         listeners.insert(name.clone(), listener);
     }
 
+    // The proxy's debug log, shown with a failure, only when asked for: it
+    // is costly to write and rarely read.
+    let show_log = std::env::var_os("ACP_LSP_CONFORMANCE_LOG").is_some();
     let empty_path = base.join("empty-path");
     std::fs::create_dir_all(&empty_path)
         .map_err(ConformanceError::io("creating the empty PATH"))?;
@@ -142,7 +146,7 @@ pub async fn replay(
         .arg("--config")
         .arg(&config_path)
         .arg("--log-level")
-        .arg("debug")
+        .arg(if show_log { "debug" } else { "warn" })
         .arg("--")
         .arg(&options.acp_lsp)
         .arg("conformance")
@@ -192,7 +196,7 @@ pub async fn replay(
         if let Some(f) = failure.as_mut() {
             let log = std::fs::read_to_string(base.join("proxy.log")).unwrap_or_default();
             let tail: Vec<&str> = log.lines().rev().take(15).collect();
-            if !tail.is_empty() && std::env::var_os("ACP_LSP_CONFORMANCE_LOG").is_some() {
+            if !tail.is_empty() && show_log {
                 f.message.push_str("\nproxy log (last lines):\n");
                 for l in tail.iter().rev() {
                     f.message.push_str(l);
@@ -522,7 +526,7 @@ impl Replay<'_> {
             .collect();
         for (at, text) in &candidates {
             if let Ok(matched) = self.compare_line(line, text, channel) {
-                self.accept(channel, *at, line, matched);
+                self.accept(channel, *at, matched);
                 return Ok(Some(Ok(())));
             }
         }
@@ -553,7 +557,7 @@ impl Replay<'_> {
         Ok(None)
     }
 
-    fn accept(&mut self, channel: &Channel, at: usize, line: &Line, matched: Matched) {
+    fn accept(&mut self, channel: &Channel, at: usize, matched: Matched) {
         for (placeholder, live) in matched.learnt.servers {
             self.bindings.servers.entry(placeholder).or_insert(live);
         }
@@ -572,7 +576,6 @@ impl Replay<'_> {
         if *channel == Channel::Editor {
             self.note_write(&text);
         }
-        let _ = line;
     }
 
     /// The editor's buffers: what `fs/write_text_file` asked it to write.
@@ -583,10 +586,8 @@ impl Replay<'_> {
         if value.get("method").and_then(Value::as_str) != Some("fs/write_text_file") {
             return;
         }
-        let params = &value["params"];
-        if let (Some(path), Some(content)) = (params["path"].as_str(), params["content"].as_str()) {
-            self.buffers
-                .insert(PathBuf::from(path), content.to_string());
+        if let Some((path, content)) = written_file(&value["params"]) {
+            self.buffers.insert(path, content);
         }
     }
 
@@ -831,13 +832,4 @@ fn channel_label(channel: &Channel) -> String {
         Channel::Agent => "proxy→agent".into(),
         Channel::Server(id) => format!("proxy→server:{id}"),
     }
-}
-
-/// The placeholder form of a spawn's root for a live root (used when recording).
-pub fn placeholder_for(name: &str, server_root: &Path, workspace_root: &Path) -> String {
-    let sub = server_root
-        .strip_prefix(workspace_root)
-        .map(|p| p.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    server_placeholder(name, &sub)
 }
