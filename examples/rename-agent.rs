@@ -1,27 +1,34 @@
-//! An example ACP agent (official Rust SDK) that renames a symbol with a real language server.
+//! An example ACP agent (official Rust SDK) written to the ACP RFD text
+//! alone (`docs/rfds/lsp-proxy.mdx`): definition, references and rename
+//! with a real language server.
 //!
-//! The server is reached through acp-lsp's `lsp/*` methods and the edit is
-//! written through the editor's `fs/*` methods.
+//! The server is reached through the RFD's `lsp/*` methods and an edit is
+//! written through the editor's `fs/*` methods. It reads only the RFD's
+//! fields, never acp-lsp's extensions.
 //!
-//! It understands one prompt, `rename <file>:<line>:<column> <new name>`
-//! (file relative to the session's cwd, line and column 1-based, the column
-//! counted in characters as editors show it). For it, inside the prompt
-//! turn, it:
+//! A prompt holds commands separated by `;`:
+//! `definition <file>:<line>:<column>`, `references <file>:<line>:<column>`,
+//! `rename <file>:<line>:<column> <new name>` (file relative to the
+//! session's cwd, line and column 1-based, the column counted in characters
+//! as editors show it). For each, inside the prompt turn, it:
 //!
-//! 1. asks `lsp/servers` which language servers run for the session and
-//!    picks the one whose root holds the file and whose extensions match it;
-//! 2. reads the file with `fs/read_text_file` to turn the column into an LSP
-//!    position in the server's `positionEncoding`;
-//! 3. sends `textDocument/rename` through `lsp/request` (waiting up to a
-//!    minute for the server to be ready) and takes the `WorkspaceEdit` from
-//!    `lspResult`;
-//! 4. applies it with `acp_lsp::edit::apply_with_agent_fs` over the SDK
-//!    connection: every file read with `fs/read_text_file`, each changed
-//!    file written once with `fs/write_text_file`;
-//! 5. reports each step as a `session/update` agent message and ends the turn.
+//! 1. checks the `lsp` client capability of `initialize` (the RFD: no `lsp/*`
+//!    call without it);
+//! 2. asks `lsp/servers` until the server whose `workspacePath` holds the
+//!    file and whose `fileExtensions` name it is `running`, and checks that
+//!    the method is in `availableMethods` and the server's `capabilities`
+//!    offer it;
+//! 3. reads the file with `fs/read_text_file` to turn the column into an LSP
+//!    position in `capabilities.positionEncoding` (utf-16 by default);
+//! 4. sends the request through `lsp/request` and takes `lspResult`;
+//! 5. reports locations (`definition: src/a.rs:3:8`), or applies a rename's
+//!    `WorkspaceEdit` with `acp_lsp::edit::apply_with_agent_fs` over the SDK
+//!    connection (every file read with `fs/read_text_file`, each changed file
+//!    written once with `fs/write_text_file`);
+//! 6. reports each step as a `session/update` agent message and ends the turn.
 //!
 //! It speaks ACP on stdio and is meant to run behind `acp-lsp proxy`; see
-//! `examples/try-rename.rs`, which drives it.
+//! `examples/try-rename.rs`, which drives it, and `tests/rfd_agent.rs`.
 
 use acp_lsp::edit::{
     apply_with_agent_fs, AgentFs, AgentFsError, Decisions, LineIndex, PositionEncoding,
@@ -41,10 +48,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-
-/// How long `lsp/request` may wait for the server to finish loading the
-/// project: rust-analyzer answers a rename with nothing until it has.
-const WAIT_UNTIL_READY_MS: u64 = 60_000;
+use std::time::{Duration, Instant};
 
 /// What the agent remembers per session: its cwd, which the prompt's
 /// relative path is resolved against and which bounds what it may write.
@@ -164,16 +168,37 @@ impl Say {
     }
 }
 
-/// `rename <file>:<line>:<column> <new name>`, parsed.
-struct RenameCommand {
+/// One command of a prompt; file relative to the session's cwd, line and
+/// column 1-based (the column in characters, as editors show it).
+struct Command {
+    verb: Verb,
     file: PathBuf,
-    /// 1-based, as editors show them.
     line: u64,
     column: usize,
-    new_name: String,
 }
 
-fn parse_prompt(prompt: &[ContentBlock]) -> anyhow::Result<RenameCommand> {
+enum Verb {
+    Definition,
+    References,
+    Rename(String),
+}
+
+impl Verb {
+    /// The LSP method, and the server capability that says it answers it.
+    fn method(&self) -> (&'static str, &'static str) {
+        match self {
+            Verb::Definition => ("textDocument/definition", "definitionProvider"),
+            Verb::References => ("textDocument/references", "referencesProvider"),
+            Verb::Rename(_) => ("textDocument/rename", "renameProvider"),
+        }
+    }
+}
+
+const USAGE: &str = "expected commands separated by `;`: \
+    `definition <file>:<line>:<column>`, `references <file>:<line>:<column>`, \
+    `rename <file>:<line>:<column> <new name>`";
+
+fn parse_prompt(prompt: &[ContentBlock]) -> anyhow::Result<Vec<Command>> {
     let text: String = prompt
         .iter()
         .filter_map(|block| match block {
@@ -182,12 +207,24 @@ fn parse_prompt(prompt: &[ContentBlock]) -> anyhow::Result<RenameCommand> {
         })
         .collect::<Vec<_>>()
         .join(" ");
-    const USAGE: &str = "expected `rename <file>:<line>:<column> <new name>`";
-    let mut words = text.split_whitespace();
-    let (Some("rename"), Some(location), Some(new_name), None) =
-        (words.next(), words.next(), words.next(), words.next())
-    else {
+    let commands = text
+        .split(';')
+        .filter(|c| !c.trim().is_empty())
+        .map(parse_command)
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    if commands.is_empty() {
         bail!("{USAGE}, got {text:?}");
+    }
+    Ok(commands)
+}
+
+fn parse_command(text: &str) -> anyhow::Result<Command> {
+    let words: Vec<&str> = text.split_whitespace().collect();
+    let (verb, location) = match words.as_slice() {
+        ["definition", location] => (Verb::Definition, location),
+        ["references", location] => (Verb::References, location),
+        ["rename", location, new_name] => (Verb::Rename(new_name.to_string()), location),
+        _ => bail!("{USAGE}, got {text:?}"),
     };
     let mut parts = location.rsplitn(3, ':');
     let (Some(column), Some(line), Some(file)) = (parts.next(), parts.next(), parts.next()) else {
@@ -198,11 +235,11 @@ fn parse_prompt(prompt: &[ContentBlock]) -> anyhow::Result<RenameCommand> {
     if line == 0 || column == 0 {
         bail!("line and column count from 1");
     }
-    Ok(RenameCommand {
+    Ok(Command {
+        verb,
         file: PathBuf::from(file),
         line,
         column,
-        new_name: new_name.to_string(),
     })
 }
 
@@ -213,19 +250,44 @@ async fn prompt_turn(
     request: &PromptRequest,
     say: &Say,
 ) -> anyhow::Result<()> {
-    let command = parse_prompt(&request.prompt)?;
+    for command in parse_prompt(&request.prompt)? {
+        run_command(cx, session, cwd, &command, say).await?;
+    }
+    Ok(())
+}
+
+async fn run_command(
+    cx: &ConnectionTo<Client>,
+    session: &SessionId,
+    cwd: &Path,
+    command: &Command,
+    say: &Say,
+) -> anyhow::Result<()> {
     let path = cwd.join(&command.file);
     let fs = EditorFs {
         cx: cx.clone(),
         session: session.clone(),
     };
+    let (method, capability) = command.verb.method();
 
-    let servers = lsp(cx, "lsp/servers", json!({ "sessionId": session })).await?;
-    let server = pick_server(&servers, &path)?;
+    // Only the RFD's fields: a server whose workspacePath holds the file and
+    // whose fileExtensions name it, once its state is `running`.
+    let (server, available) = running_server(cx, session, &path, say).await?;
+    if !available.iter().any(|m| m == method) {
+        bail!(
+            "{method} is not in availableMethods ({})",
+            available.join(", ")
+        );
+    }
+    let capabilities = &server["capabilities"];
+    if capabilities[capability].is_null() || capabilities[capability] == false {
+        bail!("{} does not offer {capability}", server["name"]);
+    }
     let server_id = server["serverId"]
         .as_str()
         .context("lsp/servers: a server without `serverId`")?;
-    let encoding = server["positionEncoding"]
+    // The RFD: positions count in `capabilities.positionEncoding`, utf-16 by default.
+    let encoding = capabilities["positionEncoding"]
         .as_str()
         .and_then(PositionEncoding::from_lsp)
         .unwrap_or(PositionEncoding::Utf16);
@@ -251,54 +313,148 @@ async fn prompt_turn(
     let uri = url::Url::from_file_path(&path)
         .map_err(|()| anyhow!("{} is not an absolute path", path.display()))?;
     say.line(&format!(
-        "Asking for textDocument/rename at {}:{}:{} (LSP line {}, character {}).",
+        "Asking for {method} at {}:{}:{} (LSP line {}, character {}).",
         command.file.display(),
         command.line,
         command.column,
         command.line - 1,
         character
     ))?;
+    let mut params = json!({
+        "textDocument": { "uri": uri.as_str() },
+        "position": { "line": command.line - 1, "character": character },
+    });
+    match &command.verb {
+        Verb::Rename(new_name) => params["newName"] = json!(new_name),
+        Verb::References => params["context"] = json!({ "includeDeclaration": true }),
+        Verb::Definition => {}
+    }
     let answer = lsp(
         cx,
         "lsp/request",
         json!({
             "sessionId": session,
             "serverId": server_id,
-            "method": "textDocument/rename",
-            "params": {
-                "textDocument": { "uri": uri.as_str() },
-                "position": { "line": command.line - 1, "character": character },
-                "newName": command.new_name,
-            },
-            "waitUntilReady": WAIT_UNTIL_READY_MS,
+            "method": method,
+            "params": params,
         }),
     )
     .await?;
-    let edit = &answer["lspResult"];
-    if edit.is_null() {
-        bail!("the server found nothing to rename there");
+    let result = &answer["lspResult"];
+    match &command.verb {
+        Verb::Definition | Verb::References => {
+            let locations = locations(result, cwd);
+            if locations.is_empty() {
+                bail!("the server found nothing for {method}");
+            }
+            let verb = if matches!(command.verb, Verb::Definition) {
+                "definition"
+            } else {
+                "references"
+            };
+            say.line(&format!("{verb}: {}", locations.join(" ")))?;
+        }
+        Verb::Rename(new_name) => {
+            if result.is_null() {
+                bail!("the server found nothing to rename there");
+            }
+            say.line(&format!(
+                "The server's WorkspaceEdit has {} text edit(s).",
+                count_text_edits(result)
+            ))?;
+            // Only files under the session's cwd may be written.
+            let writable = |p: &Path| p.starts_with(cwd);
+            let report =
+                apply_with_agent_fs(result, &fs, encoding, writable, &Decisions::default()).await?;
+            for written in report.written.iter().chain(&report.created) {
+                let shown = written.strip_prefix(cwd).unwrap_or(written);
+                say.line(&format!(
+                    "Wrote {} through fs/write_text_file.",
+                    shown.display()
+                ))?;
+            }
+            say.line(&format!(
+                "Renamed to `{new_name}` in {} file(s).",
+                report.written.len() + report.created.len()
+            ))?;
+        }
     }
-    say.line(&format!(
-        "The server's WorkspaceEdit has {} text edit(s).",
-        count_text_edits(edit)
-    ))?;
-
-    // Only files under the session's cwd may be written.
-    let writable = |p: &Path| p.starts_with(cwd);
-    let report = apply_with_agent_fs(edit, &fs, encoding, writable, &Decisions::default()).await?;
-    for written in report.written.iter().chain(&report.created) {
-        let shown = written.strip_prefix(cwd).unwrap_or(written);
-        say.line(&format!(
-            "Wrote {} through fs/write_text_file.",
-            shown.display()
-        ))?;
-    }
-    say.line(&format!(
-        "Renamed to `{}` in {} file(s).",
-        command.new_name,
-        report.written.len() + report.created.len()
-    ))?;
     Ok(())
+}
+
+/// How often `lsp/servers` is asked while the server is not `running` yet,
+/// and for how long at most: rust-analyzer loads a small crate in seconds.
+const POLL_INTERVAL: Duration = Duration::from_millis(200);
+const POLL_LIMIT: Duration = Duration::from_secs(120);
+
+/// Asks `lsp/servers` until the server for `path` is `running` (the RFD:
+/// anything else does not accept requests). Returns it and `availableMethods`.
+async fn running_server(
+    cx: &ConnectionTo<Client>,
+    session: &SessionId,
+    path: &Path,
+    say: &Say,
+) -> anyhow::Result<(Value, Vec<String>)> {
+    let started = Instant::now();
+    let mut reported = None;
+    loop {
+        let servers = lsp(cx, "lsp/servers", json!({ "sessionId": session })).await?;
+        let server = pick_server(&servers, path)?.clone();
+        let state = server["state"].as_str().unwrap_or("?").to_string();
+        if state == "running" {
+            let available = servers["availableMethods"]
+                .as_array()
+                .context("lsp/servers: no `availableMethods`")?
+                .iter()
+                .filter_map(|m| m.as_str().map(str::to_string))
+                .collect();
+            return Ok((server, available));
+        }
+        if started.elapsed() > POLL_LIMIT {
+            bail!(
+                "{} is still {state} after {} s",
+                server["name"],
+                POLL_LIMIT.as_secs()
+            );
+        }
+        if reported.as_deref() != Some(state.as_str()) {
+            say.line(&format!("{} is {state}; waiting.", server["name"]))?;
+            reported = Some(state);
+        }
+        tokio::time::sleep(POLL_INTERVAL).await;
+    }
+}
+
+/// `Location | Location[] | LocationLink[]` as `file:line:column` (1-based,
+/// the column as the server counts it), relative to `cwd` when inside it.
+fn locations(result: &Value, cwd: &Path) -> Vec<String> {
+    let items = match result {
+        Value::Array(items) => items.clone(),
+        Value::Null => Vec::new(),
+        single => vec![single.clone()],
+    };
+    items
+        .iter()
+        .filter_map(|item| {
+            let uri = item["uri"].as_str().or(item["targetUri"].as_str())?;
+            let range = if item["range"].is_object() {
+                &item["range"]
+            } else {
+                &item["targetSelectionRange"]
+            };
+            let path = url::Url::parse(uri).ok()?.to_file_path().ok()?;
+            let shown = path
+                .strip_prefix(cwd)
+                .unwrap_or(&path)
+                .display()
+                .to_string();
+            Some(format!(
+                "{shown}:{}:{}",
+                range["start"]["line"].as_u64()? + 1,
+                range["start"]["character"].as_u64()? + 1
+            ))
+        })
+        .collect()
 }
 
 /// Sends one of acp-lsp's methods. The SDK sends an `UntypedMessage`'s
@@ -307,16 +463,16 @@ async fn prompt_turn(
 async fn lsp(cx: &ConnectionTo<Client>, method: &str, params: Value) -> anyhow::Result<Value> {
     let request = UntypedMessage::new(method, params)?;
     cx.send_request(request).block_task().await.map_err(|e| {
-        // One line: the error's `data` (acp-lsp's `reason`, the server's
+        // One line: the error's `data` (the RFD's `reason`, the server's
         // own error) is compact JSON.
         let data = e.data.map(|d| format!(" {d}")).unwrap_or_default();
         anyhow!("{method} failed: {}{data}", e.message)
     })
 }
 
-/// The server for `path`: one whose root holds it and which handles its
-/// extension; of several, the one with the deepest root (nested projects
-/// get their own).
+/// The server for `path`: one whose `workspacePath` holds it and whose
+/// `fileExtensions` name its extension; of several, the one with the deepest
+/// root (the RFD's advice: the most specific root).
 fn pick_server<'a>(servers: &'a Value, path: &Path) -> anyhow::Result<&'a Value> {
     let extension = path.extension().and_then(|e| e.to_str()).unwrap_or("");
     let list = servers["servers"]
@@ -329,7 +485,7 @@ fn pick_server<'a>(servers: &'a Value, path: &Path) -> anyhow::Result<&'a Value>
                 .is_some_and(|exts| exts.iter().any(|e| e.as_str() == Some(extension)))
         })
         .filter_map(|s| {
-            let root = Path::new(s["root"].as_str()?);
+            let root = Path::new(s["workspacePath"].as_str()?);
             path.starts_with(root)
                 .then_some((root.components().count(), s))
         })
@@ -338,7 +494,7 @@ fn pick_server<'a>(servers: &'a Value, path: &Path) -> anyhow::Result<&'a Value>
         .with_context(|| {
             let names: Vec<&str> = list.iter().filter_map(|s| s["name"].as_str()).collect();
             format!(
-                "no language server for {} (running: {})",
+                "no language server for {} (listed: {})",
                 path.display(),
                 if names.is_empty() {
                     "none".to_string()

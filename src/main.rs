@@ -258,8 +258,7 @@ fn main() -> anyhow::Result<()> {
                 let file = params_file(&params);
                 let outcome = async {
                     let entry = tool.pick_server(server.as_deref(), file.as_deref()).await?;
-                    let id = entry["serverId"].as_str().unwrap_or_default().to_string();
-                    tool.request(&id, &method, params).await
+                    tool.request(&entry.server_id, &method, params).await
                 }
                 .await;
                 tool.shutdown().await;
@@ -445,6 +444,7 @@ async fn proxy(
         config,
         RegistryOptions {
             lazy,
+            start_when_listed: true,
             recorder: recorder.clone(),
             max_watches: None,
         },

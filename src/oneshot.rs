@@ -4,7 +4,7 @@
 //! (`crate::mcp`) uses the same helpers over an agent's session
 //! ([`OneShot::attach`]).
 
-use crate::gate::{Gate, GateMethod, ServerState};
+use crate::gate::{Gate, GateError, GateMethod, ServerEntry, ServerState};
 use crate::lsp::config::Config;
 use crate::lsp::registry::{Registry, RegistryOptions};
 use serde_json::value::RawValue;
@@ -25,11 +25,12 @@ pub enum OneShotError {
         "no running language server for {what}; `acp-lsp servers {root}` shows what would run"
     )]
     NoServer { what: String, root: String },
-    #[error("{message} (code {code}, {data})")]
+    /// The gate's answer, typed: callers match variants, never reasons.
+    #[error("{error}")]
     Gate {
-        code: i64,
-        message: String,
-        data: Value,
+        error: GateError,
+        /// The LSP method concerned, when known.
+        method: Option<String>,
     },
     #[error("unexpected response from the gate: {0}")]
     Protocol(String),
@@ -129,25 +130,20 @@ impl OneShot {
             .await
         {
             Ok(reply) => Ok(reply.result),
-            Err((error, lsp_method)) => {
-                let error = error.to_error_object(lsp_method.as_deref());
-                Err(OneShotError::Gate {
-                    code: error.code,
-                    message: error.message,
-                    data: error.data.unwrap_or(Value::Null),
-                })
-            }
+            Err((error, method)) => Err(OneShotError::Gate { error, method }),
         }
     }
 
     /// The `lsp/servers` entries.
-    pub async fn servers(&self) -> Result<Vec<Value>, OneShotError> {
-        let result = self
-            .call(GateMethod::Servers, json!({ "sessionId": self.session }))
-            .await?;
-        let parsed: Value = serde_json::from_str(result.get())
-            .map_err(|e| OneShotError::Protocol(e.to_string()))?;
-        Ok(parsed["servers"].as_array().cloned().unwrap_or_default())
+    pub async fn servers(&self) -> Result<Vec<ServerEntry>, OneShotError> {
+        self.gate
+            .servers_of(&self.session)
+            .await
+            .map(|result| result.servers)
+            .map_err(|error| OneShotError::Gate {
+                error,
+                method: None,
+            })
     }
 
     /// Picks a server: by name, else the first serving `file`'s extension whose
@@ -156,30 +152,28 @@ impl OneShot {
         &self,
         name: Option<&str>,
         file: Option<&Path>,
-    ) -> Result<Value, OneShotError> {
+    ) -> Result<ServerEntry, OneShotError> {
         let servers = self.servers().await?;
         let extension = file
             .and_then(Path::extension)
             .map(|e| e.to_string_lossy().into_owned());
-        let mut candidates: Vec<&Value> = servers
+        let mut candidates: Vec<&ServerEntry> = servers
             .iter()
-            .filter(|s| name.is_none_or(|n| s["name"] == n))
+            .filter(|s| name.is_none_or(|n| s.name == n))
             .filter(|s| {
-                extension.as_ref().is_none_or(|ext| {
-                    s["fileExtensions"]
-                        .as_array()
-                        .is_some_and(|all| all.iter().any(|e| e == ext.as_str()))
-                })
+                extension
+                    .as_ref()
+                    .is_none_or(|ext| s.file_extensions.iter().any(|e| e == ext))
             })
             // A file outside the session goes to any server: the gate then
             // refuses it with a clear reason.
             .filter(|s| {
                 file.filter(|f| self.roots.iter().any(|root| f.starts_with(root)))
-                    .is_none_or(|f| s["root"].as_str().is_some_and(|root| f.starts_with(root)))
+                    .is_none_or(|f| f.starts_with(&s.workspace_path))
             })
             .collect();
         // The deepest root is the nearest project.
-        candidates.sort_by_key(|s| std::cmp::Reverse(s["root"].as_str().map_or(0, str::len)));
+        candidates.sort_by_key(|s| std::cmp::Reverse(s.workspace_path.len()));
         candidates
             .first()
             .map(|s| (*s).clone())
@@ -194,7 +188,7 @@ impl OneShot {
     }
 
     /// One `lsp/request`, waiting for the server to be ready; returns `lspResult` verbatim.
-    /// A server still not ready after the wait is an error (`ready_timeout`),
+    /// A server still not ready after the wait is an error (`server_not_running`),
     /// never an early, possibly empty, answer.
     pub async fn request(
         &self,
@@ -202,20 +196,43 @@ impl OneShot {
         method: &str,
         params: Value,
     ) -> Result<Box<RawValue>, OneShotError> {
-        let result = self
-            .call(
-                GateMethod::Request,
-                json!({
-                    "sessionId": self.session,
-                    "serverId": server_id,
-                    "method": method,
-                    "params": params,
-                    "waitUntilReady": self.ready_wait.as_millis() as u64,
-                }),
-            )
-            .await?;
         // The gate's result for an internal call is `lspResult` itself.
-        Ok(result)
+        self.call(
+            GateMethod::Request,
+            self.request_params(server_id, method, params),
+        )
+        .await
+    }
+
+    fn request_params(&self, server_id: &str, method: &str, params: Value) -> Value {
+        json!({
+            "sessionId": self.session,
+            "serverId": server_id,
+            "method": method,
+            "params": params,
+            "_meta": { "waitUntilReady": self.ready_wait.as_millis() as u64 },
+        })
+    }
+
+    /// `workspace/willRenameFiles`, which only acp-lsp's own rename may send
+    /// (agents are refused file lifecycle requests).
+    async fn will_rename_files(
+        &self,
+        server_id: &str,
+        files: Vec<Value>,
+    ) -> Result<Box<RawValue>, OneShotError> {
+        let params = self.request_params(
+            server_id,
+            "workspace/willRenameFiles",
+            json!({ "files": files }),
+        );
+        let params = serde_json::value::to_raw_value(&params)
+            .map_err(|e| OneShotError::Protocol(e.to_string()))?;
+        self.gate
+            .call_internal_file_lifecycle(&params, self.cancel.clone())
+            .await
+            .map(|reply| reply.result)
+            .map_err(|(error, method)| OneShotError::Gate { error, method })
     }
 
     /// `entry` once its server has answered `initialize`. Servers start
@@ -225,11 +242,8 @@ impl OneShot {
     /// `workspace/willRenameFiles`). Waits as long as a request would
     /// (`ready_wait`); a server that fails or times out is reported by the
     /// request that follows.
-    pub async fn started(&self, entry: Value) -> Result<Value, OneShotError> {
-        let Some(server) = entry["serverId"]
-            .as_str()
-            .and_then(|id| self.registry.server(id))
-        else {
+    pub async fn started(&self, entry: ServerEntry) -> Result<ServerEntry, OneShotError> {
+        let Some(server) = self.registry.server(&entry.server_id) else {
             return Ok(entry);
         };
         server.ensure_started();
@@ -246,7 +260,7 @@ impl OneShot {
         let servers = self.servers().await?;
         Ok(servers
             .into_iter()
-            .find(|s| s["serverId"] == entry["serverId"])
+            .find(|s| s.server_id == entry.server_id)
             .unwrap_or(entry))
     }
 
@@ -254,6 +268,12 @@ impl OneShot {
     pub async fn shutdown(&self) {
         self.registry.shutdown().await;
     }
+}
+
+/// A server entry's verbatim `capabilities`, parsed (`null` if unreadable):
+/// what a tool reads to decide what to ask.
+pub fn capabilities_of(entry: &ServerEntry) -> Value {
+    serde_json::from_str(entry.capabilities.get()).unwrap_or(Value::Null)
 }
 
 /// The file a request's params name (`textDocument.uri`), as a path.
@@ -403,12 +423,11 @@ impl OneShot {
         })?;
         let entry = self.pick_server(server_name, Some(&file)).await?;
         let entry = self.started(entry).await?;
-        let server_id = entry["serverId"].as_str().unwrap_or_default().to_string();
-        let server = entry["name"].as_str().unwrap_or_default().to_string();
-        let encoding = entry["positionEncoding"]
-            .as_str()
-            .and_then(PositionEncoding::from_lsp)
+        let server_id = entry.server_id.clone();
+        let server = entry.name.clone();
+        let encoding = PositionEncoding::from_lsp(&entry.ours().position_encoding)
             .unwrap_or(PositionEncoding::Utf16);
+        let capabilities = capabilities_of(&entry);
         let index = LineIndex::new(&text);
         let line = (at.line - 1) as u64;
         if at.line > index.line_count() {
@@ -428,7 +447,7 @@ impl OneShot {
         let text_document = json!({ "uri": uri.as_str() });
         let location = format!("{}:{}:{}", file.display(), at.line, at.column);
 
-        let prepare = entry["capabilities"]["renameProvider"]["prepareProvider"] == true;
+        let prepare = capabilities["renameProvider"]["prepareProvider"] == true;
         if prepare {
             let prepared = self
                 .request(
@@ -453,7 +472,9 @@ impl OneShot {
         if edit.is_null() {
             return Err(RenameError::NotRenamable { server, location });
         }
-        let edit = self.with_will_rename(&server_id, &entry, edit).await?;
+        let edit = self
+            .with_will_rename(&server_id, &capabilities, edit)
+            .await?;
         Ok(RenameEdit {
             edit,
             encoding,
@@ -473,10 +494,10 @@ impl OneShot {
     async fn with_will_rename(
         &self,
         server_id: &str,
-        entry: &Value,
+        capabilities: &Value,
         edit: Value,
     ) -> Result<Value, OneShotError> {
-        let wanted = entry["capabilities"]["workspace"]["fileOperations"]["willRename"].is_object();
+        let wanted = capabilities["workspace"]["fileOperations"]["willRename"].is_object();
         let files: Vec<Value> = edit["documentChanges"]
             .as_array()
             .into_iter()
@@ -487,13 +508,7 @@ impl OneShot {
         if !wanted || files.is_empty() {
             return Ok(edit);
         }
-        let before = self
-            .request(
-                server_id,
-                "workspace/willRenameFiles",
-                json!({ "files": files }),
-            )
-            .await?;
+        let before = self.will_rename_files(server_id, files).await?;
         let before: Value = serde_json::from_str(before.get())
             .map_err(|e| OneShotError::Protocol(e.to_string()))?;
         Ok(edit_before(before, edit))

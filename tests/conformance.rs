@@ -76,10 +76,11 @@ async fn every_fixture_replays_against_acp_lsp_without_language_servers() {
 #[tokio::test]
 async fn a_changed_error_code_fails_a_named_scenario_with_a_diff() {
     let temp = tempfile::tempdir().unwrap();
-    // What the agent receives: every -32601 (refused method) becomes -32602.
+    // What the agent receives: every -32602 becomes -32601, the code
+    // acp-lsp gave refused methods before the RFD said -32602.
     let broken = shim(
         temp.path(),
-        Some("sed -u 's/\"code\":-32601,/\"code\":-32602,/g'"),
+        Some("sed -u 's/\"code\":-32602,/\"code\":-32601,/g'"),
         None,
     );
     let options = ReplayOptions {
@@ -98,8 +99,8 @@ async fn a_changed_error_code_fails_a_named_scenario_with_a_diff() {
     );
     assert!(failure.message.contains("$.error.code"), "{text}");
     let diff = failure.diff.as_deref().unwrap();
-    assert!(diff.contains("-    \"code\": -32601"), "{diff}");
-    assert!(diff.contains("+    \"code\": -32602"), "{diff}");
+    assert!(diff.contains("-    \"code\": -32602"), "{diff}");
+    assert!(diff.contains("+    \"code\": -32601"), "{diff}");
 
     // The same shim passing everything through changes nothing: the failure
     // above is the sabotage, not the shim.
@@ -189,6 +190,9 @@ async fn the_normative_suite_passes_against_acp_lsp_as_another_implementation() 
         "unknown-and-foreign-server",
         "write-text-file-then-query",
         "c-navigation",
+        "rust-navigation",
+        "servers-starting-ready",
+        "cancellation",
     ]
     .iter()
     .map(|s| s.to_string())
@@ -204,10 +208,33 @@ async fn the_normative_suite_passes_against_acp_lsp_as_another_implementation() 
     assert_eq!(outcomes.len(), names.len(), "{}", report::table(&outcomes));
     assert_all_passed(&outcomes);
 
-    // Broken on purpose, the same implementation fails the scenario about it.
+    // Every MUST and SHOULD of the RFD is checked, and met: the client-side
+    // ones by these scenarios, the two only the servers' side shows by the
+    // replay of the recordings.
+    let replayed = replay_all(
+        &select(
+            &fixtures(),
+            &["servers-starting-ready".into(), "rust-navigation".into()],
+        )
+        .unwrap(),
+        &acp_lsp(),
+    )
+    .await
+    .unwrap();
+    assert_all_passed(&replayed);
+    let all: Vec<Outcome> = outcomes.iter().chain(&replayed).cloned().collect();
+    let checklist = report::checklist(&all);
+    let table = acp_lsp::conformance::rfd::checklist_table(&checklist);
+    for row in &checklist {
+        assert_eq!(row.verdict, "pass", "{} is not met:\n{table}", row.id);
+    }
+    assert!(table.contains("MUST   server-not-running"), "{table}");
+
+    // Broken on purpose, the same implementation fails the scenario about it,
+    // and the checklist names the requirement.
     let broken = shim(
         temp.path(),
-        Some("sed -u 's/\"reason\":\"document_sync_method\"/\"reason\":\"lifecycle_method\"/g'"),
+        Some("sed -u 's/\"reason\":\"method_not_forwarded\"/\"reason\":\"lifecycle_method\"/g'"),
         None,
     );
     let scenarios = select(&fixtures(), &["refused-categories".to_string()]).unwrap();
@@ -220,7 +247,13 @@ async fn the_normative_suite_passes_against_acp_lsp_as_another_implementation() 
     let outcomes = normative_all(&scenarios, &broken, command).await.unwrap();
     assert!(!outcomes[0].passed, "{}", report::table(&outcomes));
     let text = outcomes[0].to_string();
-    assert!(text.contains("document_sync_method"), "{text}");
+    assert!(text.contains("method_not_forwarded"), "{text}");
+    let checklist = report::checklist(&outcomes);
+    let lifecycle = checklist
+        .iter()
+        .find(|r| r.id == "refuse-lifecycle")
+        .unwrap();
+    assert_eq!(lifecycle.verdict, "fail", "{}", report::table(&outcomes));
 }
 
 #[test]

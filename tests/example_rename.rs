@@ -66,8 +66,14 @@ struct Run {
 }
 
 /// Runs the example editor with the proxy cargo built for this test and the
-/// example agent, killing it after `RUN_TIMEOUT`.
+/// example agent on the sample project and the default prompt, killing it
+/// after `RUN_TIMEOUT`.
 fn run_example() -> Run {
+    run_example_on(&examples_dir().join("sample-project"), None)
+}
+
+/// [`run_example`] on a copy of `project`, with `prompt` instead of the default.
+fn run_example_on(project: &Path, prompt: Option<&str>) -> Run {
     let built = cargo_build::build(&[], &["try-rename", "rename-agent"], false)
         .expect("building the examples");
     let tmp = tempfile::tempdir().expect("tempdir");
@@ -77,7 +83,12 @@ fn run_example() -> Run {
         tmp.path().join("record.jsonl"),
     );
     let (out_path, err_path) = (tmp.path().join("stdout"), tmp.path().join("stderr"));
-    let mut child = Command::new(&built["try-rename"])
+    let mut command = Command::new(&built["try-rename"]);
+    command.arg("--project").arg(project);
+    if let Some(prompt) = prompt {
+        command.arg("--prompt").arg(prompt);
+    }
+    let mut child = command
         .arg("--acp-lsp")
         .arg(env!("CARGO_BIN_EXE_acp-lsp"))
         .arg("--agent")
@@ -191,7 +202,7 @@ fn the_example_editor_and_agent_rename_through_the_proxy() {
 
     // Replaying the server's edit on the original files gives the disk.
     let edit = &response(&run.record, "proxy→agent", rename_request)["lspResult"];
-    let encoding = server["positionEncoding"]
+    let encoding = server["_meta"]["acp-lsp"]["positionEncoding"]
         .as_str()
         .and_then(PositionEncoding::from_lsp)
         .expect("positionEncoding");
@@ -281,4 +292,150 @@ fn the_example_editor_and_agent_rename_through_the_proxy() {
     ] {
         assert!(run.stdout.contains(needle), "missing {needle:?}\n{context}");
     }
+}
+
+/// Every `line:column` (1-based, in characters) where `word` stands as a
+/// whole identifier in `text`.
+fn word_positions(text: &str, word: &str) -> Vec<(usize, usize)> {
+    let ident = |c: char| c.is_alphanumeric() || c == '_';
+    let mut found = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        for (at, _) in line.match_indices(word) {
+            let before = line[..at].chars().next_back();
+            let after = line[at + word.len()..].chars().next();
+            if !before.is_some_and(ident) && !after.is_some_and(ident) {
+                found.push((n + 1, line[..at].chars().count() + 1));
+            }
+        }
+    }
+    found
+}
+
+/// The agent's line starting with `prefix`, split into its locations.
+fn reported_locations(run: &Run, prefix: &str) -> BTreeSet<String> {
+    let messages = run.report["messages"].as_array().expect("messages");
+    let line = messages
+        .iter()
+        .filter_map(Value::as_str)
+        .flat_map(str::lines)
+        .find(|l| l.starts_with(prefix))
+        .unwrap_or_else(|| panic!("no {prefix:?} line\nstdout:\n{}", run.stdout));
+    line[prefix.len()..]
+        .split_whitespace()
+        .map(str::to_string)
+        .collect()
+}
+
+/// An agent that reads only the RFD's fields (`examples/rename-agent.rs`:
+/// `workspacePath`, `fileExtensions`, `state` polled until `running`,
+/// `availableMethods`, `capabilities`) asks for a definition, references and a
+/// rename through the real proxy and `server`, and gets right answers.
+fn rfd_agent_navigates_and_renames(
+    project: &str,
+    definition_file: &str,
+    use_file: &str,
+    old: &str,
+    new: &str,
+    server: &str,
+) {
+    let project = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/projects")
+        .join(project);
+    let original = tree(&project);
+    let text = |file: &str| &original[Path::new(file)];
+    let (def_line, def_column) = word_positions(text(definition_file), old)[0];
+    let (use_line, use_column) = *word_positions(text(use_file), old)
+        .last()
+        .expect("a use of the symbol");
+    let prompt = format!(
+        "definition {use_file}:{use_line}:{use_column}; \
+         references {definition_file}:{def_line}:{def_column}; \
+         rename {definition_file}:{def_line}:{def_column} {new}"
+    );
+    let run = run_example_on(&project, Some(&prompt));
+    let context = format!("stdout:\n{}\nstderr:\n{}", run.stdout, run.stderr);
+    assert_eq!(run.report["stopReason"], "end_turn", "{context}");
+    assert!(
+        run.stdout
+            .contains(&format!("agent │ Using {server} (state running")),
+        "{context}"
+    );
+
+    // The definition is where the symbol is defined.
+    let definition = reported_locations(&run, "definition: ");
+    assert_eq!(
+        definition,
+        BTreeSet::from([format!("{definition_file}:{def_line}:{def_column}")]),
+        "{context}"
+    );
+    // Every place the symbol is called is a reference.
+    let references = reported_locations(&run, "references: ");
+    for (file, text) in &original {
+        for (line, column) in word_positions(text, old) {
+            let rest = &text.lines().nth(line - 1).expect("line")[column - 1 + old.len()..];
+            if rest.starts_with('(') || (line, column) == (def_line, def_column) {
+                let at = format!("{}:{line}:{column}", file.display());
+                assert!(
+                    references.contains(&at),
+                    "{at} missing from {references:?}\n{context}"
+                );
+            }
+        }
+    }
+    // The rename left no use of the old name and put the new one everywhere.
+    let after = tree(&run.workdir);
+    for (file, before) in &original {
+        let now = &after[file];
+        assert!(
+            word_positions(now, old).is_empty(),
+            "{} still says {old}:\n{now}",
+            file.display()
+        );
+        assert_eq!(
+            word_positions(now, new).len(),
+            word_positions(before, old).len(),
+            "{}:\n{now}",
+            file.display()
+        );
+    }
+    // Nothing but the RFD's forms: no waitUntilReady, no _meta asked for.
+    for request in messages(&run.record, "agent→proxy", "lsp/request") {
+        let params = request["params"].as_object().expect("params");
+        let mut keys: Vec<&str> = params.keys().map(String::as_str).collect();
+        keys.sort();
+        assert_eq!(keys, ["method", "params", "serverId", "sessionId"]);
+    }
+}
+
+#[test]
+fn an_agent_written_to_the_rfd_text_works_on_rust() {
+    rfd_agent_navigates_and_renames(
+        "rust-three-files",
+        "src/geometry.rs",
+        "src/stats.rs",
+        "area",
+        "surface",
+        "rust-analyzer",
+    );
+}
+
+#[test]
+fn an_agent_written_to_the_rfd_text_works_on_python() {
+    support_require_pyright();
+    rfd_agent_navigates_and_renames(
+        "python-project",
+        "shapes/geometry.py",
+        "shapes/report.py",
+        "rect_area",
+        "surface",
+        "pyright",
+    );
+}
+
+/// Fails, never skips, without pyright.
+fn support_require_pyright() {
+    assert!(
+        acp_lsp::lsp::detect::find_on_path("pyright-langserver").is_some(),
+        "`pyright-langserver` is not on PATH; install it with `npm install -g pyright`"
+    );
 }

@@ -23,7 +23,7 @@ use acp_lsp::jsonrpc::{ErrorObject, Limits};
 use acp_lsp::lsp::config::{Config, ServerConfig};
 use acp_lsp::lsp::connection::{Connection, Reply, ServerMessages};
 use acp_lsp::lsp::registry::RegistryOptions;
-use acp_lsp::lsp::server::{MAX_CRASHES, STARTUP_WAIT};
+use acp_lsp::lsp::server::MAX_CRASHES;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -105,7 +105,7 @@ impl Fake {
         let (fake, entry) =
             FakeServer::start(mode, RegistryOptions::default(), |_| {}, tweak).await;
         assert_eq!(entry["name"], "fake");
-        assert_eq!(entry["root"], fake.root.display().to_string());
+        assert_eq!(entry["workspacePath"], fake.root.display().to_string());
         Fake {
             fake,
             pids: Mutex::new(Vec::new()),
@@ -120,7 +120,7 @@ impl Fake {
             .into_iter()
             .find(|s| s["serverId"] == self.server_id.as_str())
             .expect("our server is listed");
-        if let Some(pid) = entry["pid"].as_u64() {
+        if let Some(pid) = entry["_meta"]["acp-lsp"]["pid"].as_u64() {
             self.note_pid(u32::try_from(pid).expect("pid fits u32"));
         }
         entry
@@ -174,7 +174,11 @@ impl Fake {
                 .await;
             assert_eq!(state, ServerState::Ready, "{:?}", self.server().status());
             let entry = self.entry().await;
-            if entry["restarts"].as_u64().expect("restarts is a number") >= restarts {
+            if entry["_meta"]["acp-lsp"]["restarts"]
+                .as_u64()
+                .expect("restarts is a number")
+                >= restarts
+            {
                 return entry;
             }
             // Still the old instance's `ready`: the supervisor has not noticed
@@ -249,7 +253,7 @@ fn assert_error(response: &Value, code: i64, reason: &str) {
 async fn crash_mid_request_fails_it_promptly_and_the_server_restarts() {
     let fake = Fake::start("crash_on_request", |_, _| {}).await;
     fake.wait_ready().await;
-    let first_pid = fake.entry().await["pid"]
+    let first_pid = fake.entry().await["_meta"]["acp-lsp"]["pid"]
         .as_u64()
         .expect("a pid when ready");
 
@@ -265,9 +269,15 @@ async fn crash_mid_request_fails_it_promptly_and_the_server_restarts() {
 
     let entry = fake.wait_restarted(1).await;
     assert_eq!(entry["serverId"], fake.server_id.as_str());
-    assert_eq!(entry["state"], "ready");
-    assert_ne!(entry["pid"].as_u64(), Some(first_pid), "a new process");
-    let last_error = entry["lastError"].as_str().unwrap_or_default();
+    assert_eq!(entry["state"], "running");
+    assert_ne!(
+        entry["_meta"]["acp-lsp"]["pid"].as_u64(),
+        Some(first_pid),
+        "a new process"
+    );
+    let last_error = entry["_meta"]["acp-lsp"]["lastError"]
+        .as_str()
+        .unwrap_or_default();
     assert!(
         last_error.contains("exit status: 3"),
         "lastError should say how it exited: {entry}"
@@ -276,7 +286,9 @@ async fn crash_mid_request_fails_it_promptly_and_the_server_restarts() {
 }
 
 /// 1b. An agent retrying at once after `server_exited` (it is retryable) gets
-///     a prompt answer, not a request lost on the dead connection.
+///     a prompt answer, not a request lost on the dead connection: a
+///     retryable refusal while the server restarts, and with
+///     `waitUntilReady`, the new instance's answer.
 #[tokio::test]
 async fn an_immediate_retry_after_a_crash_is_answered_promptly() {
     const RETRIES: usize = 3;
@@ -287,13 +299,22 @@ async fn an_immediate_retry_after_a_crash_is_answered_promptly() {
         let started = Instant::now();
         let response = fake.request(None).await;
         let took = started.elapsed();
-        // Each instance crashes on its first request; what matters is that
-        // the answer comes at once and says so.
-        assert_error(&response, INTERNAL_ERROR, "server_exited");
+        let data = &error_of(&response)["data"];
+        // The old connection's end, or the restart in progress: both say retry.
+        assert!(
+            ["server_exited", "server_not_running"]
+                .contains(&data["reason"].as_str().unwrap_or("")),
+            "{response}"
+        );
+        assert_eq!(data["retryable"], true, "{response}");
         assert!(
             took < PROMPT,
             "the retry was answered after {took:?}: {response}"
         );
+        // Waiting for the restart reaches the next instance, which crashes
+        // on its first request too.
+        let response = fake.request(Some(10_000)).await;
+        assert_error(&response, INTERNAL_ERROR, "server_exited");
     }
     fake.finish().await;
 }
@@ -359,29 +380,44 @@ async fn a_restarted_server_answers_later_requests() {
 }
 
 /// 2. A server that cannot start is given up on after MAX_CRASHES crashes,
-///    and then requests fail at once with `server_failed`.
+///    and then requests fail at once with `server_not_running` (status `failed`).
 #[tokio::test]
 async fn crash_loop_ends_in_failed_and_requests_fail_fast() {
     let fake = Fake::start("crash_on_start", |_, _| {}).await;
     fake.wait_state("failed", |s| s == ServerState::Failed)
         .await;
     let entry = fake.entry().await;
-    assert_eq!(entry["state"], "failed", "{entry}");
-    assert_eq!(entry["restarts"], (MAX_CRASHES - 1) as u64, "{entry}");
-    let last_error = entry["lastError"].as_str().unwrap_or_default();
+    assert_eq!(entry["state"], "not_running", "{entry}");
+    assert_eq!(entry["_meta"]["acp-lsp"]["status"], "failed", "{entry}");
+    assert_eq!(
+        entry["_meta"]["acp-lsp"]["restarts"],
+        (MAX_CRASHES - 1) as u64,
+        "{entry}"
+    );
+    let last_error = entry["_meta"]["acp-lsp"]["lastError"]
+        .as_str()
+        .unwrap_or_default();
     assert!(last_error.contains("exit status: 4"), "{entry}");
 
     let started = Instant::now();
     let response = fake.request(None).await;
     assert!(started.elapsed() < PROMPT, "took {:?}", started.elapsed());
-    assert_error(&response, INTERNAL_ERROR, "server_failed");
+    assert_error(&response, INVALID_PARAMS, "server_not_running");
     let data = &error_of(&response)["data"];
     assert_eq!(data["serverId"], fake.server_id.as_str());
+    assert_eq!(data["state"], "not_running", "{response}");
+    assert_eq!(data["status"], "failed", "{response}");
+    assert!(
+        data["lastError"]
+            .as_str()
+            .is_some_and(|e| e.contains("exit status: 4")),
+        "{response}"
+    );
     assert!(data.get("retryable").is_none(), "{response}");
     // Waiting for readiness does not help a failed server either.
     let response = fake.request(Some(10_000)).await;
     assert!(started.elapsed() < PROMPT, "took {:?}", started.elapsed());
-    assert_error(&response, INTERNAL_ERROR, "server_failed");
+    assert_error(&response, INVALID_PARAMS, "server_not_running");
     fake.finish().await;
 }
 
@@ -418,23 +454,30 @@ async fn hung_request_hits_its_deadline_and_is_cancelled_on_the_server() {
     assert_eq!(cancelled, request_id);
     // The server is still up and nothing restarted.
     let entry = fake.entry().await;
-    assert_eq!(entry["state"], "ready");
-    assert_eq!(entry["restarts"], 0);
+    assert_eq!(entry["state"], "running");
+    assert_eq!(entry["_meta"]["acp-lsp"]["restarts"], 0);
     fake.finish().await;
 }
 
 /// 4a. A server that never answers `initialize`: `waitUntilReady` bounds the wait.
 #[tokio::test]
-async fn hung_initialize_with_wait_until_ready_reports_not_ready() {
+async fn hung_initialize_with_wait_until_ready_reports_not_running() {
     const WAIT_MS: u64 = 500;
     let fake = Fake::start("hang_initialize", |_, _| {}).await;
     let started = Instant::now();
     let response = fake.request(Some(WAIT_MS)).await;
     let took = started.elapsed();
-    assert_error(&response, INVALID_PARAMS, "not_ready");
+    assert_error(&response, INVALID_PARAMS, "server_not_running");
     let data = &error_of(&response)["data"];
     assert_eq!(data["state"], "starting", "{response}");
+    assert_eq!(data["waitedMs"], WAIT_MS, "{response}");
     assert_eq!(data["retryable"], true, "{response}");
+    // The RFD: the error carries the session's server list.
+    assert_eq!(
+        data["servers"][0]["serverId"],
+        fake.server_id.as_str(),
+        "{response}"
+    );
     assert!(
         took >= Duration::from_millis(WAIT_MS) && took < PROMPT,
         "waited {took:?} for {WAIT_MS} ms"
@@ -451,29 +494,34 @@ async fn hung_initialize_with_wait_until_ready_reports_not_ready() {
     fake.finish().await;
 }
 
-/// 4b. Without `waitUntilReady`, a request waits the bounded startup time and
-///     then fails with `server_starting`.
+/// 4b. Without `waitUntilReady`, a request to a server that is not
+///     `running` fails at once with `server_not_running` (the RFD).
 #[tokio::test]
-async fn hung_initialize_without_wait_fails_after_the_startup_wait() {
+async fn hung_initialize_without_wait_fails_at_once() {
     let fake = Fake::start("hang_initialize", |_, _| {}).await;
     let started = Instant::now();
     let response = fake.request(None).await;
     let took = started.elapsed();
-    assert_error(&response, INVALID_PARAMS, "server_starting");
+    assert_error(&response, INVALID_PARAMS, "server_not_running");
     assert_eq!(error_of(&response)["data"]["state"], "starting");
     assert!(
-        took >= STARTUP_WAIT && took < STARTUP_WAIT + PROMPT,
-        "waited {took:?}, expected about {STARTUP_WAIT:?}"
+        error_of(&response)["data"].get("waitedMs").is_none(),
+        "{response}"
     );
+    assert!(took < PROMPT, "answered after {took:?}");
     fake.finish().await;
 }
 
-/// 5. A server that ignores `exit`, end of input and SIGTERM is SIGKILLed.
 #[tokio::test]
 async fn shutdown_kills_a_server_that_ignores_it() {
     let fake = Fake::start("ignore_shutdown", |_, _| {}).await;
     fake.wait_ready().await;
-    let pid = u32::try_from(fake.entry().await["pid"].as_u64().expect("pid")).expect("u32");
+    let pid = u32::try_from(
+        fake.entry().await["_meta"]["acp-lsp"]["pid"]
+            .as_u64()
+            .expect("pid"),
+    )
+    .expect("u32");
     assert!(process_alive(pid));
     assert_eq!(process_group(pid), Some(pid), "the server leads its group");
     let log = fake.log.clone();
@@ -500,7 +548,12 @@ async fn shutdown_kills_a_forked_grandchild() {
     })
     .await;
     fake.wait_ready().await;
-    let server_pid = u32::try_from(fake.entry().await["pid"].as_u64().expect("pid")).expect("u32");
+    let server_pid = u32::try_from(
+        fake.entry().await["_meta"]["acp-lsp"]["pid"]
+            .as_u64()
+            .expect("pid"),
+    )
+    .expect("u32");
     let pid_file = fake.dir.path().join("grandchild.pid");
     let grandchild = poll_for("the grandchild pid file", || read_pid_file(&pid_file)).await;
     fake.note_pid(grandchild);
@@ -522,8 +575,8 @@ async fn requests_succeed_while_the_server_floods_stderr() {
         assert!(started.elapsed() < PROMPT, "took {:?}", started.elapsed());
     }
     let entry = fake.entry().await;
-    assert_eq!(entry["state"], "ready");
-    assert_eq!(entry["restarts"], 0);
+    assert_eq!(entry["state"], "running");
+    assert_eq!(entry["_meta"]["acp-lsp"]["restarts"], 0);
     fake.finish().await;
 }
 
@@ -536,7 +589,7 @@ async fn requests_succeed_despite_garbage_on_stdout() {
     for _ in 0..REQUESTS {
         assert_echo(&fake.request(None).await, &fake.uri("a.fake"));
     }
-    assert_eq!(fake.entry().await["restarts"], 0);
+    assert_eq!(fake.entry().await["_meta"]["acp-lsp"]["restarts"], 0);
     fake.finish().await;
 }
 
@@ -553,7 +606,7 @@ async fn an_oversized_response_fails_its_request_and_the_stream_stays_aligned() 
     })
     .await;
     fake.wait_ready().await;
-    let pid = fake.entry().await["pid"].clone();
+    let pid = fake.entry().await["_meta"]["acp-lsp"]["pid"].clone();
     for _ in 0..2 {
         let started = Instant::now();
         let response = fake.request(None).await;
@@ -561,9 +614,12 @@ async fn an_oversized_response_fails_its_request_and_the_stream_stays_aligned() 
         assert!(started.elapsed() < PROMPT, "took {:?}", started.elapsed());
     }
     let entry = fake.entry().await;
-    assert_eq!(entry["state"], "ready");
-    assert_eq!(entry["pid"], pid, "same process: {entry}");
-    assert_eq!(entry["restarts"], 0);
+    assert_eq!(entry["state"], "running");
+    assert_eq!(
+        entry["_meta"]["acp-lsp"]["pid"], pid,
+        "same process: {entry}"
+    );
+    assert_eq!(entry["_meta"]["acp-lsp"]["restarts"], 0);
     fake.finish().await;
 }
 
@@ -612,7 +668,7 @@ async fn server_requests_are_answered_and_registrations_listed() {
     assert!(answer("fake-3").get("error").is_none());
 
     let entry = fake.entry().await;
-    let registrations = &entry["capabilities"]["_meta"]["acp-lsp/registrations"];
+    let registrations = &entry["_meta"]["acp-lsp"]["registrations"];
     let listed = registrations
         .as_array()
         .unwrap_or_else(|| panic!("no registrations listed: {entry}"));
@@ -629,27 +685,42 @@ async fn server_requests_are_answered_and_registrations_listed() {
 }
 
 /// 10b. Work-done progress drives `indexing` (with title and percentage) and
-///      its end drives `ready`.
+///      its end drives `ready`. A server still loading is not `running`
+///      (the RFD's state is `starting`), and requests are refused, not
+///      answered from a half-loaded index; once loaded it is `running`.
 #[tokio::test]
 async fn work_done_progress_drives_indexing_then_ready() {
-    let fake = Fake::start("progress", |_, _| {}).await;
+    let fake = Fake::start("progress", |server, _| {
+        server.watch_globs = vec!["**/*.fake".into()];
+    })
+    .await;
     fake.wait_state("indexing", |s| s == ServerState::Indexing)
         .await;
     let entry = fake.entry().await;
-    assert_eq!(entry["state"], "indexing");
-    assert_eq!(entry["progress"]["title"], "Indexing");
+    assert_eq!(entry["state"], "starting", "{entry}");
+    assert_eq!(entry["_meta"]["acp-lsp"]["status"], "indexing", "{entry}");
+    assert_eq!(entry["_meta"]["acp-lsp"]["progress"]["title"], "Indexing");
     // The server sent 12.5; LSP's uinteger is honoured by rounding down.
-    assert_eq!(entry["progress"]["percentage"], 12);
+    assert_eq!(entry["_meta"]["acp-lsp"]["progress"]["percentage"], 12);
 
-    // Requests are forwarded while indexing.
-    let mut params = fake.request_params(None);
-    params["method"] = json!("fake/finishIndexing");
-    let answer = fake.call(GateMethod::Request, params).await;
-    assert_eq!(answer["result"]["lspResult"], Value::Null, "{answer}");
+    let response = fake.request(None).await;
+    assert_error(&response, INVALID_PARAMS, "server_not_running");
+    assert_eq!(
+        error_of(&response)["data"]["status"],
+        "indexing",
+        "{response}"
+    );
+
+    // A change on disk makes the fake finish loading.
+    std::fs::write(fake.root.join("new.fake"), "new\n").expect("write a file");
     fake.wait_ready().await;
     let entry = fake.entry().await;
-    assert_eq!(entry["state"], "ready");
-    assert!(entry.get("progress").is_none(), "{entry}");
+    assert_eq!(entry["state"], "running");
+    assert!(
+        entry["_meta"]["acp-lsp"].get("progress").is_none(),
+        "{entry}"
+    );
+    assert_echo(&fake.request(None).await, &fake.uri("a.fake"));
     fake.finish().await;
 }
 

@@ -140,7 +140,7 @@ impl Harness {
     /// The glob patterns the server registered for `didChangeWatchedFiles`.
     async fn watched_globs(&self, name: &str) -> Vec<String> {
         let entry = self.entry(name).await;
-        entry["capabilities"]["_meta"]["acp-lsp/registrations"]
+        entry["_meta"]["acp-lsp"]["registrations"]
             .as_array()
             .into_iter()
             .flatten()

@@ -15,8 +15,8 @@ use std::time::Duration;
 
 use acp_lsp::acp::relay::{self, LspMode, RelayEnd, RelayOptions};
 use acp_lsp::gate::{
-    Gate, GateConfig, GateError, HostCall, HostReply, LspHost, Route, ServerEntry, ServerState,
-    Session,
+    AcpLspEntry, EntryMeta, Gate, GateConfig, GateError, HostCall, HostReply, LspHost, Route,
+    ServerEntry, ServerState, Session, State,
 };
 use acp_lsp::jsonrpc::Limits;
 use serde_json::value::RawValue;
@@ -45,7 +45,6 @@ enum RouteScript {
         request_timeout: Duration,
     },
     UnknownServer,
-    ForeignServer,
 }
 
 /// What `request` does.
@@ -100,21 +99,28 @@ fn server_entry(id: &str) -> ServerEntry {
     ServerEntry {
         server_id: id.into(),
         name: "fake-analyzer".into(),
-        root: "/ws/proj".into(),
+        workspace_path: "/ws/proj".into(),
         language_id: "rust".into(),
-        language_ids: vec!["rust".into()],
         file_extensions: vec!["rs".into()],
-        state: ServerState::Ready,
-        progress: None,
-        last_error: None,
-        version: Some("1.0".into()),
-        position_encoding: "utf-16".into(),
+        state: State::Running,
         capabilities: raw(r#"{"hoverProvider":true}"#),
-        execute_commands: vec![],
-        pid: None,
-        restarts: 0,
-        memory_bytes: None,
-        degraded_roots: vec![],
+        meta: EntryMeta {
+            acp_lsp: AcpLspEntry {
+                status: ServerState::Ready,
+                progress: None,
+                last_error: None,
+                language_ids: vec!["rust".into()],
+                version: Some("1.0".into()),
+                position_encoding: "utf-16".into(),
+                execute_commands: vec![],
+                extension_methods: vec![],
+                registrations: vec![],
+                pid: None,
+                restarts: 0,
+                memory_bytes: None,
+                degraded_roots: vec![],
+            },
+        },
     }
 }
 
@@ -186,10 +192,13 @@ impl LspHost for FakeHost {
                 request_timeout,
             } => Ok(Route {
                 execute_commands,
+                extension_methods: vec![],
                 request_timeout,
             }),
-            RouteScript::UnknownServer => Err(GateError::UnknownServer(server_id.into())),
-            RouteScript::ForeignServer => Err(GateError::ForeignServer(server_id.into())),
+            RouteScript::UnknownServer => Err(GateError::UnknownServer {
+                server_id: server_id.into(),
+                servers: vec![],
+            }),
         }
     }
 
@@ -677,7 +686,8 @@ async fn lsp_servers_is_answered_under_every_spelling_with_the_id_echoed() {
         let servers = result["servers"].as_array().expect("servers array");
         assert_eq!(servers.len(), 1);
         assert_eq!(servers[0]["serverId"], json!("rust-analyzer"));
-        assert_eq!(servers[0]["state"], json!("ready"));
+        assert_eq!(servers[0]["state"], json!("running"));
+        assert_eq!(servers[0]["workspacePath"], json!("/ws/proj"));
         assert_eq!(servers[0]["fileExtensions"], json!(["rs"]));
         assert_eq!(servers[0]["capabilities"], json!({"hoverProvider": true}));
         let methods = result["availableMethods"]
@@ -809,36 +819,106 @@ async fn session_load_and_fork_commit_their_roots() {
 // ---------------------------------------------------------------------------
 
 #[tokio::test]
-async fn refused_methods_get_method_not_found_and_never_reach_the_host() {
+async fn refused_methods_are_not_forwarded_and_never_reach_the_host() {
     let mut h = Harness::in_session().await;
     let cases = [
-        ("$/cancelRequest", "notification_method"),
-        ("$/setTrace", "notification_method"),
-        ("$/somethingElse", "notification_method"),
-        ("initialize", "lifecycle_method"),
-        ("initialized", "lifecycle_method"),
-        ("shutdown", "lifecycle_method"),
-        ("exit", "lifecycle_method"),
-        ("textDocument/didOpen", "document_sync_method"),
-        ("textDocument/didChange", "document_sync_method"),
-        ("workspace/didChangeWatchedFiles", "document_sync_method"),
-        ("workspace/applyEdit", "server_to_client_method"),
-        ("client/registerCapability", "server_to_client_method"),
-        ("workspace/configuration", "server_to_client_method"),
+        ("$/cancelRequest", "notification"),
+        ("$/setTrace", "notification"),
+        ("$/somethingElse", "notification"),
+        ("initialize", "lifecycle"),
+        ("initialized", "lifecycle"),
+        ("shutdown", "lifecycle"),
+        ("exit", "lifecycle"),
+        ("textDocument/didOpen", "document_sync"),
+        ("textDocument/didChange", "document_sync"),
+        ("workspace/didChangeWatchedFiles", "document_sync"),
+        ("workspace/applyEdit", "server_to_client"),
+        ("client/registerCapability", "server_to_client"),
+        ("workspace/configuration", "server_to_client"),
+        ("workspace/willCreateFiles", "file_lifecycle"),
+        ("workspace/willRenameFiles", "file_lifecycle"),
+        ("workspace/willDeleteFiles", "file_lifecycle"),
+        ("textDocument/foldingRange", "editor_interaction"),
+        ("textDocument/selectionRange", "editor_interaction"),
+        ("textDocument/linkedEditingRange", "editor_interaction"),
+        ("textDocument/onTypeFormatting", "editor_interaction"),
     ];
-    for (i, (method, reason)) in cases.into_iter().enumerate() {
+    for (i, (method, category)) in cases.into_iter().enumerate() {
         let answer = h
             .lsp_request(
                 i as u64,
                 json!({"sessionId": "s1", "serverId": "rust-analyzer", "method": method, "params": {}}),
             )
             .await;
-        let data = expect_error(&answer, -32601, reason);
+        // The RFD: -32602 method_not_forwarded, with the method list.
+        let data = expect_error(&answer, -32602, "method_not_forwarded");
         assert_eq!(data["method"], json!(method), "{answer}");
+        assert_eq!(data["category"], json!(category), "{answer}");
+        let listed = data["availableMethods"]
+            .as_array()
+            .expect("availableMethods");
+        assert!(listed.contains(&json!("textDocument/hover")), "{answer}");
+        assert!(!listed.contains(&json!(method)), "{answer}");
     }
     assert!(h.host.calls().is_empty(), "{:?}", h.host.calls());
     assert!(h.host.routes().is_empty(), "{:?}", h.host.routes());
     h.assert_editor_got_nothing("refused").await;
+}
+
+#[tokio::test]
+async fn methods_outside_available_methods_are_not_forwarded() {
+    let mut h = Harness::in_session().await;
+    for (i, method) in [
+        "textDocument/madeUp",
+        "rust-analyzer/analyzerStatus",
+        // No server of the session allows a command: not listed either.
+        "workspace/executeCommand",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let answer = h
+            .lsp_request(
+                i as u64,
+                json!({"sessionId": "s1", "serverId": "rust-analyzer", "method": method,
+                       "params": {"command": "x"}}),
+            )
+            .await;
+        let data = expect_error(&answer, -32602, "method_not_forwarded");
+        assert_eq!(data["category"], json!("not_listed"), "{answer}");
+        assert!(!data["availableMethods"]
+            .as_array()
+            .expect("availableMethods")
+            .contains(&json!(method)));
+    }
+    assert!(h.host.calls().is_empty(), "{:?}", h.host.calls());
+    h.assert_editor_got_nothing("not listed").await;
+}
+
+#[tokio::test]
+async fn params_is_required_and_null_is_a_value() {
+    let mut h = Harness::in_session().await;
+    let answer = h
+        .lsp_request(
+            1,
+            json!({"sessionId": "s1", "serverId": "rust-analyzer", "method": "textDocument/hover"}),
+        )
+        .await;
+    expect_error(&answer, -32602, "invalid_params");
+    assert!(h.host.calls().is_empty(), "{:?}", h.host.calls());
+
+    h.host.set_reply(ReplyScript::Result("null".into()));
+    let answer = h
+        .lsp_request(
+            2,
+            json!({"sessionId": "s1", "serverId": "rust-analyzer", "method": "workspace/symbol",
+                   "params": null}),
+        )
+        .await;
+    assert_eq!(answer["result"]["lspResult"], Value::Null, "{answer}");
+    let calls = h.host.calls();
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    assert_eq!(calls[0].params, None, "null params are forwarded as none");
 }
 
 #[tokio::test]
@@ -856,7 +936,7 @@ async fn execute_command_is_refused_unless_on_the_routes_allowlist() {
         })
     };
     let answer = h.lsp_request(1, call("rm.everything")).await;
-    let data = expect_error(&answer, -32601, "command_not_allowed");
+    let data = expect_error(&answer, -32602, "command_not_allowed");
     assert_eq!(data["method"], "workspace/executeCommand", "{answer}");
     assert_eq!(data["command"], "rm.everything", "{answer}");
     assert!(h.host.calls().is_empty());
@@ -1256,10 +1336,10 @@ async fn server_errors_are_mapped_and_routing_errors_named() {
     ));
     let answer = h.lsp_request(1, hover("s1", uri)).await;
     let data = expect_error(&answer, -32801, "server_error");
-    assert_eq!(
-        data["lspError"],
-        json!({"code": -32801, "message": "content modified", "data": {"x": 1}})
-    );
+    // The RFD: the server's code, message and data, verbatim, in error.data.
+    assert_eq!(data["code"], json!(-32801));
+    assert_eq!(data["message"], json!("content modified"));
+    assert_eq!(data["data"], json!({"x": 1}));
     assert_eq!(answer["error"]["message"], json!("content modified"));
 
     h.host.set_reply(ReplyScript::LspError(
@@ -1267,25 +1347,27 @@ async fn server_errors_are_mapped_and_routing_errors_named() {
     ));
     let answer = h.lsp_request(2, hover("s1", uri)).await;
     let data = expect_error(&answer, -32603, "server_error");
-    assert_eq!(data["lspError"]["code"], json!(-32002));
+    assert_eq!(data["code"], json!(-32002));
 
     h.host.set_reply(ReplyScript::LspError(
         r#"{"code":-32000,"message":"custom"}"#.into(),
     ));
     let answer = h.lsp_request(3, hover("s1", uri)).await;
     let data = expect_error(&answer, -32603, "server_error");
-    assert_eq!(data["lspError"]["code"], json!(-32000));
+    assert_eq!(data["code"], json!(-32000));
     assert_eq!(h.host.calls().len(), 3);
 
     h.host.set_route(RouteScript::UnknownServer);
     let answer = h.lsp_request(4, hover("s1", uri)).await;
     let data = expect_error(&answer, -32602, "unknown_server");
     assert_eq!(data["serverId"], json!("rust-analyzer"));
-
-    h.host.set_route(RouteScript::ForeignServer);
-    let answer = h.lsp_request(5, hover("s1", uri)).await;
-    let data = expect_error(&answer, -32602, "foreign_server");
-    assert_eq!(data["serverId"], json!("rust-analyzer"));
+    // The RFD: the error SHOULD carry the current server list.
+    assert_eq!(
+        data["servers"],
+        json!([{"serverId": "rust-analyzer", "name": "fake-analyzer",
+                "workspacePath": "/ws/proj", "state": "running"}]),
+        "{answer}"
+    );
     assert_eq!(
         h.host.calls().len(),
         3,

@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use acp_lsp::gate::GateError;
 use acp_lsp::lsp::config::Config;
 use acp_lsp::oneshot::{FileLocation, OneShot, OneShotError, RenameError, RenameOutcome};
 use serde_json::{json, Value};
@@ -153,7 +154,7 @@ impl Project {
     async fn shutdown(self) {
         let mut pids = Vec::new();
         for entry in self.tool.servers().await.expect("lsp/servers") {
-            if let Some(pid) = entry["pid"].as_u64().and_then(|p| u32::try_from(p).ok()) {
+            if let Some(pid) = entry.ours().pid {
                 pids.push(pid);
                 pids.extend(group_members(pid));
             }
@@ -356,11 +357,11 @@ async fn rust_analyzer_module_rename_moves_the_file_and_still_compiles() {
         .pick_server(None, Some(&at.file))
         .await
         .expect("a server for lib.rs");
-    assert_eq!(entry["name"], json!("rust-analyzer"));
+    assert_eq!(entry.name, "rust-analyzer");
     let raw = tokio::time::timeout(
         CALL_TIMEOUT,
         project.tool.request(
-            entry["serverId"].as_str().expect("serverId"),
+            &entry.server_id,
             "textDocument/rename",
             json!({
                 "textDocument": { "uri": url::Url::from_file_path(&at.file).expect("absolute").as_str() },
@@ -493,19 +494,17 @@ async fn rust_analyzer_refuses_to_rename_whitespace_or_a_comment() {
     for at in [&comment, &whitespace] {
         match project.rename(at, "renamed", false).await {
             // The server says why, through the gate.
-            Err(RenameError::Gate(OneShotError::Gate { message, data, .. })) => {
-                eprintln!("rust-analyzer at {at:?}: {message} {data}");
-                assert_eq!(data["reason"], json!("server_error"), "{data}");
-                assert_eq!(
-                    data["method"],
-                    json!("textDocument/prepareRename"),
-                    "{data}"
-                );
-                assert!(
-                    data["lspError"]["message"]
-                        .as_str()
-                        .is_some_and(|m| !m.is_empty()),
-                    "{data}"
+            Err(RenameError::Gate(OneShotError::Gate {
+                error: error @ GateError::ServerError { .. },
+                method,
+            })) => {
+                eprintln!("rust-analyzer at {at:?}: {error}");
+                assert_eq!(method.as_deref(), Some("textDocument/prepareRename"));
+                // The server's own message, not a wrapper's.
+                assert!(!error.to_string().is_empty(), "{error:?}");
+                assert_ne!(
+                    error.to_string(),
+                    "the language server answered with an error"
                 );
             }
             // A `null` from prepareRename or rename.

@@ -384,7 +384,7 @@ async fn a_degraded_watch_still_syncs_named_documents_before_the_request() {
     .await;
     let servers = fake.servers().await;
     assert_eq!(
-        servers[0]["degradedRoots"],
+        servers[0]["_meta"]["acp-lsp"]["degradedRoots"],
         json!([fake.root.display().to_string()]),
         "{servers:?}"
     );

@@ -326,7 +326,7 @@ impl GateStack {
     pub fn server_id(&self, name: &str, root: &Path) -> Result<String> {
         self.servers
             .iter()
-            .find(|s| s["name"] == name && s["root"] == root.display().to_string())
+            .find(|s| s["name"] == name && s["workspacePath"] == root.display().to_string())
             .and_then(|s| s["serverId"].as_str())
             .map(str::to_string)
             .with_context(|| format!("no server {name} at {}: {:?}", root.display(), self.servers))

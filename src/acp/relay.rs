@@ -447,11 +447,11 @@ impl<H: LspHost> Relay<H> {
                     .is_some_and(|mcp| mcp.editor.is_ours(&id))
                 {
                     // The editor's answer would be ambiguous.
-                    let error = ErrorObject {
-                        code: INVALID_REQUEST,
-                        message: "this request id is in use by a request of acp-lsp's".into(),
-                        data: Some(serde_json::json!({"reason": "id_in_use"})),
-                    };
+                    let error = ErrorObject::with_reason(
+                        INVALID_REQUEST,
+                        "this request id is in use by a request of acp-lsp's",
+                        "id_in_use",
+                    );
                     let response = jsonrpc::encode_error(Some(&id), &error);
                     return Action::Answer(async move { response }.boxed());
                 }
@@ -527,11 +527,7 @@ impl<H: LspHost> Relay<H> {
             let e = GateError::TooDeep { limit };
             e.to_error_object(None)
         } else {
-            ErrorObject {
-                code: PARSE_ERROR,
-                message: "the request is not valid JSON".into(),
-                data: Some(serde_json::json!({"reason": "parse_error"})),
-            }
+            ErrorObject::with_reason(PARSE_ERROR, "the request is not valid JSON", "parse_error")
         };
         let error = match id {
             Some(_) => error,

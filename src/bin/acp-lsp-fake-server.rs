@@ -55,8 +55,9 @@
 //! * `diagnostics` — after each `didOpen`/`didChange`, publish diagnostics for
 //!   that version: one error per line containing `error`.
 //! * `progress` — after `initialized`, begin work-done progress (token
-//!   `"fake-index"`, title `Indexing`, percentage `12.5`); a `fake/finishIndexing`
-//!   request reports 50 % and ends it before its answer.
+//!   `"fake-index"`, title `Indexing`, percentage `12.5`); the first
+//!   `workspace/didChangeWatchedFiles` (a file changed on disk), or a
+//!   `fake/finishIndexing` request, reports 50 % and ends it.
 //!
 //! Hidden helper modes (used by tests, not by the proxy):
 //! * `sleep_forever` — do nothing until killed (the `fork_grandchild` grandchild).
@@ -187,6 +188,7 @@ fn run() -> io::Result<i32> {
         answered: 0,
         exit_after: mode.params.get("exit_after").and_then(|n| n.parse().ok()),
         huge: None,
+        indexed: false,
         mode,
     };
     server.serve(BufReader::new(stdin))
@@ -217,6 +219,8 @@ struct Server<W: Write> {
     answered: u64,
     exit_after: Option<u64>,
     huge: Option<String>,
+    /// `progress`: the indexing progress has ended.
+    indexed: bool,
 }
 
 impl<W: Write> Server<W> {
@@ -304,12 +308,7 @@ impl<W: Write> Server<W> {
                 self.answer(&id, "null")
             }
             "fake/finishIndexing" if self.mode.has("progress") => {
-                for value in [
-                    json!({"kind": "report", "percentage": 50}),
-                    json!({"kind": "end"}),
-                ] {
-                    self.progress(value)?;
-                }
+                self.finish_indexing()?;
                 self.answer(&id, "null")
             }
             _ if self.stalled => {
@@ -368,6 +367,20 @@ impl<W: Write> Server<W> {
         write_message(&mut self.out, note.to_string().as_bytes())
     }
 
+    /// Reports 50 % and ends the `fake-index` progress, once.
+    fn finish_indexing(&mut self) -> io::Result<()> {
+        if std::mem::replace(&mut self.indexed, true) {
+            return Ok(());
+        }
+        for value in [
+            json!({"kind": "report", "percentage": 50}),
+            json!({"kind": "end"}),
+        ] {
+            self.progress(value)?;
+        }
+        Ok(())
+    }
+
     /// Sends `$/progress` on the `fake-index` token.
     fn progress(&mut self, value: serde_json::Value) -> io::Result<()> {
         let note = json!({"jsonrpc": "2.0", "method": "$/progress",
@@ -380,6 +393,10 @@ impl<W: Write> Server<W> {
             "initialized" if self.mode.has("progress") => {
                 let begin = json!({"kind": "begin", "title": "Indexing", "percentage": 12.5});
                 self.progress(begin)?;
+                Ok(None)
+            }
+            "workspace/didChangeWatchedFiles" if self.mode.has("progress") => {
+                self.finish_indexing()?;
                 Ok(None)
             }
             "exit" if !self.mode.has("ignore_shutdown") => {

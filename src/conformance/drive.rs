@@ -395,14 +395,14 @@ impl Live {
             let servers = self.list_servers(&session).await?;
             if let Some(s) = servers
                 .iter()
-                .find(|s| s["name"] == name && s["root"].as_str() == Some(&root_text))
+                .find(|s| s["name"] == name && s["workspacePath"].as_str() == Some(&root_text))
             {
                 return Ok(s["serverId"].as_str().map(str::to_string));
             }
             if by_name.is_none() {
                 by_name = servers
                     .iter()
-                    .find(|s| s["name"] == name || s["root"].as_str() == Some(&root_text))
+                    .find(|s| s["name"] == name || s["workspacePath"].as_str() == Some(&root_text))
                     .and_then(|s| s["serverId"].as_str())
                     .map(str::to_string);
             }
@@ -634,7 +634,8 @@ impl Live {
                         v["result"]["servers"]
                             .as_array()?
                             .iter()
-                            .find(|s| s["serverId"].as_str() == Some(&id))?["pid"]
+                            .find(|s| s["serverId"].as_str() == Some(&id))?["_meta"]["acp-lsp"]
+                            ["pid"]
                             .as_i64()
                     })
                     .ok_or_else(|| format!("no lsp/servers answer gave the pid of {server}"))?;
@@ -857,8 +858,9 @@ pub async fn serve_host(
         live.session.agent_answers.clear();
         live.session.cancelled.clear();
         live.session.agent_initialize = initialize.clone();
+        let mut verdicts = super::rfd::Verdicts::default();
         let result = match live.play_in_host(scenario).await {
-            Ok(()) => super::normative::check(scenario, &live.session),
+            Ok(()) => super::normative::check(scenario, &live.session, &mut verdicts),
             Err(f) => Err(f),
         };
         let (checked, failure) = match result {
@@ -871,6 +873,7 @@ pub async fn serve_host(
             checked,
             failure,
             millis: started.elapsed().as_millis(),
+            verdicts: verdicts.0,
         });
     }
     let verdict = on_verdict(&outcomes, &skipped);

@@ -10,6 +10,7 @@ pub mod normative;
 pub mod record;
 pub mod replay;
 pub mod report;
+pub mod rfd;
 pub mod suite;
 pub mod wire;
 

@@ -100,12 +100,14 @@ fn value_method(value: &Value) -> Option<&str> {
     value.get("method").and_then(Value::as_str)
 }
 
-/// `lsp/servers` entries (objects with `serverId` and `restarts`): `pid`,
-/// `memoryBytes`, and all of `lastError` after its first line.
+/// acp-lsp's part of `lsp/servers` entries (`_meta["acp-lsp"]`: objects with
+/// `status` and `restarts`), and error data naming a server (`lastError`):
+/// `pid`, `memoryBytes`, and all of `lastError` after its first line.
 fn normalize_server_entries(value: &mut Value, changed: &mut bool) {
     match value {
         Value::Object(map) => {
-            if map.contains_key("serverId") && map.contains_key("restarts") {
+            let entry = map.contains_key("status") && map.contains_key("restarts");
+            if entry || map.contains_key("lastError") {
                 for key in ["pid", "memoryBytes"] {
                     if map.contains_key(key) {
                         map.insert(key.into(), Value::String(format!("${{{key}}}")));
@@ -251,12 +253,14 @@ mod tests {
 
     #[test]
     fn only_the_listed_fields_are_normalised() {
-        let mut v = json!({"result": {"servers": [{"serverId": "x", "restarts": 1, "pid": 7,
-            "memoryBytes": 9, "lastError": "exited (signal: 9)\nstderr tail", "name": "n"}]}});
+        let mut v = json!({"result": {"servers": [{"serverId": "x", "name": "n",
+            "_meta": {"acp-lsp": {"status": "ready", "restarts": 1, "pid": 7,
+            "memoryBytes": 9, "lastError": "exited (signal: 9)\nstderr tail"}}}]}});
         assert!(normalize_fields(&mut v, false));
-        assert_eq!(v["result"]["servers"][0]["pid"], "${pid}");
-        assert_eq!(v["result"]["servers"][0]["memoryBytes"], "${memoryBytes}");
-        assert_eq!(v["result"]["servers"][0]["lastError"], "exited (signal: 9)");
+        let ours = &v["result"]["servers"][0]["_meta"]["acp-lsp"];
+        assert_eq!(ours["pid"], "${pid}");
+        assert_eq!(ours["memoryBytes"], "${memoryBytes}");
+        assert_eq!(ours["lastError"], "exited (signal: 9)");
         assert_eq!(v["result"]["servers"][0]["name"], "n");
 
         let mut init = json!({"id": 1, "method": "initialize", "params": {"processId": 42,

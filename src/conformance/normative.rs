@@ -1,33 +1,38 @@
 //! The normative half of a scenario: what an agent sends and what it must get
-//! back, checked only as far as rfd/lsp-over-acp.md makes it normative —
-//! the `lsp` capability in `initialize`, exactly one response per request,
-//! shapes, error codes and `data.reason`, cancellation, and the scenario's
-//! own `checks` (e.g. read-your-writes).
+//! back, checked only as far as the ACP RFD (`docs/rfds/lsp-proxy.mdx`) and
+//! rfd/lsp-over-acp.md make it normative — the `lsp` capability in
+//! `initialize`, exactly one response per request, shapes, error codes and
+//! `data.reason`, cancellation, and the scenario's own `checks` (e.g.
+//! read-your-writes). Each check also gives a verdict on the RFD requirement
+//! it covers (`conformance::rfd`).
 
 use super::drive::Session;
 use super::fixture::{Body, Dir, Scenario};
 use super::report::Failure;
+use super::rfd::Verdicts;
+use crate::gate::methods;
 use serde_json::Value;
 use std::collections::HashMap;
+use std::path::Path;
 
-/// The states of rfd §7.
-const STATES: &[&str] = &[
-    "starting",
-    "indexing",
-    "ready",
-    "restarting",
-    "failed",
-    "stopped",
-];
+/// The RFD's states; a client MAY report others, which this suite flags as
+/// not the RFD's (acp-lsp reports only these).
+const STATES: &[&str] = &["starting", "running", "not_running"];
 
-/// Checks a live session against the recording. Returns how many things were
-/// checked, or the first failure.
-pub fn check(scenario: &Scenario, session: &Session) -> Result<usize, Failure> {
+/// Checks a live session against the recording, recording a verdict for each
+/// RFD requirement a check covers. Returns how many things were checked, or
+/// the first failure.
+pub fn check(
+    scenario: &Scenario,
+    session: &Session,
+    verdicts: &mut Verdicts,
+) -> Result<usize, Failure> {
     let mut checked = 0;
     let mut recorded: HashMap<String, (usize, Value)> = HashMap::new();
     let mut initialize: Option<(usize, Value)> = None;
+    let mut sent: HashMap<String, Value> = HashMap::new();
     for line in &scenario.lines {
-        let (Dir::ProxyToAgent, Body::Message(raw)) = (&line.dir, &line.body) else {
+        let Body::Message(raw) = &line.body else {
             continue;
         };
         let value: Value = serde_json::from_str(raw.get()).unwrap_or(Value::Null);
@@ -36,12 +41,22 @@ pub fn check(scenario: &Scenario, session: &Session) -> Result<usize, Failure> {
             other => vec![other],
         };
         for item in items {
-            if item.get("method").and_then(Value::as_str) == Some("initialize") {
-                initialize = Some((line.number, item));
-            } else if item.get("method").is_none() {
-                if let Some(id) = item.get("id") {
-                    recorded.insert(id.to_string(), (line.number, item));
+            match line.dir {
+                Dir::ProxyToAgent => {
+                    if item.get("method").and_then(Value::as_str) == Some("initialize") {
+                        initialize = Some((line.number, item));
+                    } else if item.get("method").is_none() {
+                        if let Some(id) = item.get("id") {
+                            recorded.insert(id.to_string(), (line.number, item));
+                        }
+                    }
                 }
+                Dir::AgentToProxy if item.get("method").is_some() => {
+                    if let Some(id) = item.get("id") {
+                        sent.insert(id.to_string(), item);
+                    }
+                }
+                _ => {}
             }
         }
     }
@@ -58,29 +73,31 @@ pub fn check(scenario: &Scenario, session: &Session) -> Result<usize, Failure> {
             .as_u64()
             .or_else(|| recorded_init["params"]["protocolVersion"].as_u64())
             .unwrap_or(1);
-        let caps = if version >= 2 {
-            &live["params"]["capabilities"]
+        let (caps, place) = if version >= 2 {
+            (&live["params"]["capabilities"], "capabilities")
         } else {
-            &live["params"]["clientCapabilities"]
+            (&live["params"]["clientCapabilities"], "clientCapabilities")
         };
-        if !caps["lsp"].is_object() || !caps["_meta"]["lsp"].is_object() {
-            let place = if version >= 2 {
-                "capabilities"
-            } else {
-                "clientCapabilities"
-            };
-            return Err(Failure::new(
-                Some(number),
-                format!("initialize reached the agent without {place}.lsp and {place}._meta.lsp (rfd §2)"),
-            ));
+        if !caps["lsp"].is_object() {
+            let message =
+                format!("initialize reached the agent without {place}.lsp (RFD: capability)");
+            verdicts.fail("capability", &message);
+            return Err(Failure::new(Some(number), message));
         }
+        verdicts.pass(
+            "capability",
+            format!("{place}.lsp in protocol version {version}"),
+        );
         checked += 1;
     }
 
+    let mut server_ids: HashMap<(String, String), (String, usize)> = HashMap::new();
     for (id, method, _) in &session.agent_requests {
         let Some((number, want)) = recorded.get(id) else {
             continue;
         };
+        let asked = sent.get(id).unwrap_or(&Value::Null);
+        let lsp_method = asked["params"]["method"].as_str().unwrap_or_default();
         let fail = |m: String| Failure::new(Some(*number), format!("request {id} ({method}): {m}"));
         let answers: Vec<Value> = session
             .agent_answers
@@ -99,6 +116,7 @@ pub fn check(scenario: &Scenario, session: &Session) -> Result<usize, Failure> {
         if let Some(error) = want.get("error") {
             let Some(live_error) = got.get("error") else {
                 if cancelled {
+                    verdicts.pass("cancellation", format!("request {id} answered once"));
                     checked += 1;
                     continue;
                 }
@@ -108,76 +126,271 @@ pub fn check(scenario: &Scenario, session: &Session) -> Result<usize, Failure> {
                 ))
                 .with_diff(want, got));
             };
+            if cancelled && live_error["code"] == -32800 {
+                verdicts.pass("cancellation", format!("request {id}: -32800"));
+            }
+            let requirement = error_requirement(method, asked, error);
             if live_error["code"] != error["code"]
                 || live_error["data"]["reason"] != error["data"]["reason"]
             {
-                return Err(fail(format!(
+                let message = format!(
                     "expected error {} with data.reason {}, got {} with {}",
                     error["code"],
                     error["data"]["reason"],
                     live_error["code"],
                     live_error["data"]["reason"]
-                ))
-                .with_diff(want, got));
+                );
+                if let Some(requirement) = requirement {
+                    verdicts.fail(requirement, format!("request {id}: {message}"));
+                }
+                return Err(fail(message).with_diff(want, got));
             }
+            if let Some(requirement) = requirement {
+                verdicts.pass(
+                    requirement,
+                    format!(
+                        "request {id}: {} {}",
+                        live_error["code"], live_error["data"]["reason"]
+                    ),
+                );
+            }
+            check_error_data(id, lsp_method, error, live_error, verdicts)
+                .map_err(|m| fail(m).with_diff(want, got))?;
         } else {
             let Some(result) = got.get("result") else {
                 if cancelled && got["error"]["code"] == -32800 {
+                    verdicts.pass("cancellation", format!("request {id}: -32800"));
                     checked += 1;
                     continue;
                 }
                 return Err(fail("expected a result, got an error".into()).with_diff(want, got));
             };
+            if cancelled {
+                verdicts.pass("cancellation", format!("request {id} answered once"));
+            }
             if method.ends_with("lsp/servers") {
-                check_servers(result).map_err(|m| fail(m).with_diff(want, got))?;
+                check_servers(result, &session.root, verdicts)
+                    .map_err(|m| fail(m).with_diff(want, got))?;
+                for s in result["servers"].as_array().into_iter().flatten() {
+                    let key = (
+                        s["name"].as_str().unwrap_or_default().to_string(),
+                        s["workspacePath"].as_str().unwrap_or_default().to_string(),
+                    );
+                    let server_id = s["serverId"].as_str().unwrap_or_default().to_string();
+                    let entry = server_ids.entry(key).or_insert((server_id.clone(), 0));
+                    entry.1 += 1;
+                    if entry.0 != server_id {
+                        let message = format!(
+                            "{} at {} was listed as {} and then as {server_id}",
+                            s["name"], s["workspacePath"], entry.0
+                        );
+                        verdicts.fail("server-id-stable", &message);
+                        return Err(fail(message).with_diff(want, got));
+                    }
+                }
             } else if method.ends_with("lsp/request") {
-                check_request(&want["result"], result).map_err(|m| fail(m).with_diff(want, got))?;
+                check_request(&want["result"], result).map_err(|m| {
+                    if lsp_method.starts_with("textDocument/") {
+                        verdicts.fail("open-for-request", format!("request {id}: {m}"));
+                    }
+                    fail(m).with_diff(want, got)
+                })?;
+                if lsp_method.starts_with("textDocument/")
+                    && !is_empty(&want["result"]["lspResult"])
+                {
+                    verdicts.pass(
+                        "open-for-request",
+                        format!("request {id}: {lsp_method} answered"),
+                    );
+                }
             }
         }
         for rule in scenario.meta.checks.iter().filter(|c| c.id == *id) {
             let text = got.to_string();
             if !text.contains(&rule.contains) {
-                return Err(
-                    fail(format!("the answer does not contain {:?}", rule.contains))
-                        .with_diff(want, got),
-                );
+                let message = format!("the answer does not contain {:?}", rule.contains);
+                verdicts.fail("write-propagation", format!("request {id}: {message}"));
+                return Err(fail(message).with_diff(want, got));
             }
+            verdicts.pass(
+                "write-propagation",
+                format!("request {id} sees {:?}", rule.contains),
+            );
         }
         checked += 1;
+    }
+    for ((name, root), (_, times)) in &server_ids {
+        if *times > 1 {
+            verdicts.pass(
+                "server-id-stable",
+                format!("{name} at {root}: one serverId in {times} listings"),
+            );
+        }
     }
     Ok(checked)
 }
 
-/// rfd §4: the result's shape.
-fn check_servers(result: &Value) -> Result<(), String> {
-    let servers = result["servers"]
-        .as_array()
-        .ok_or("result.servers is not an array")?;
-    if !result["availableMethods"].is_array() {
-        return Err("result.availableMethods is not an array".into());
+/// The requirement an expected error stands for, from what was asked.
+fn error_requirement(method: &str, asked: &Value, error: &Value) -> Option<&'static str> {
+    let reason = error["data"]["reason"].as_str().unwrap_or_default();
+    let lsp_method = asked["params"]["method"].as_str();
+    match reason {
+        "unknown_server" => Some("unknown-server"),
+        "server_not_running" => Some("server-not-running"),
+        "method_not_forwarded" => {
+            let category = lsp_method
+                .and_then(methods::refusal)
+                .unwrap_or(crate::gate::Refusal::NotListed);
+            Some(super::rfd::refusal_requirement(category))
+        }
+        "server_error" => Some("lsp-error-passthrough"),
+        "invalid_params"
+            if method.ends_with("lsp/request") && asked["params"].get("params").is_none() =>
+        {
+            Some("params-required")
+        }
+        _ => None,
     }
-    for (i, s) in servers.iter().enumerate() {
-        for key in ["serverId", "name", "root", "languageId", "state"] {
-            if !s[key].is_string() {
-                return Err(format!("servers[{i}].{key} is not a string"));
+}
+
+/// What the RFD puts in `error.data` beside `reason`.
+fn check_error_data(
+    id: &str,
+    lsp_method: &str,
+    want: &Value,
+    live: &Value,
+    verdicts: &mut Verdicts,
+) -> Result<(), String> {
+    let data = &live["data"];
+    match want["data"]["reason"].as_str().unwrap_or_default() {
+        "server_not_running" => {
+            if !data["state"].is_string() {
+                let message = format!("request {id}: server_not_running without data.state");
+                verdicts.fail("server-not-running", &message);
+                return Err(message);
+            }
+            verdicts.check(
+                "error-lists",
+                data["servers"].is_array(),
+                format!("request {id}: server_not_running data.servers"),
+            );
+        }
+        "unknown_server" => verdicts.check(
+            "error-lists",
+            data["servers"].is_array(),
+            format!("request {id}: unknown_server data.servers"),
+        ),
+        "method_not_forwarded" => {
+            let listed = data["availableMethods"]
+                .as_array()
+                .is_some_and(|list| !list.iter().any(|m| m == lsp_method));
+            verdicts.check(
+                "error-lists",
+                listed,
+                format!(
+                    "request {id}: method_not_forwarded data.availableMethods without {lsp_method}"
+                ),
+            );
+        }
+        "server_error" => {
+            let recorded = &want["data"];
+            let ok = data["code"] == recorded["code"]
+                && data["message"] == recorded["message"]
+                && data.get("data") == recorded.get("data");
+            if !ok {
+                let message = format!(
+                    "request {id}: error.data does not carry the server's code, message and data ({})",
+                    recorded
+                );
+                verdicts.fail("lsp-error-passthrough", &message);
+                return Err(message);
             }
         }
-        for key in ["languageIds", "fileExtensions"] {
-            if !s[key].is_array() {
-                return Err(format!("servers[{i}].{key} is not an array"));
-            }
-        }
-        if !s["capabilities"].is_object() {
-            return Err(format!("servers[{i}].capabilities is not an object"));
-        }
-        let state = s["state"].as_str().unwrap_or_default();
-        if !STATES.contains(&state) {
+        _ => {}
+    }
+    Ok(())
+}
+
+/// The RFD's server entry and result shapes.
+fn check_servers(result: &Value, root: &Path, verdicts: &mut Verdicts) -> Result<(), String> {
+    let outcome = servers_shape(result);
+    match &outcome {
+        Ok(()) => verdicts.pass("server-fields", "lsp/servers result"),
+        Err(m) => verdicts.fail("server-fields", m),
+    }
+    outcome?;
+    for s in result["servers"].as_array().into_iter().flatten() {
+        let path = Path::new(s["workspacePath"].as_str().unwrap_or_default());
+        let overlaps = path.starts_with(root) || root.starts_with(path);
+        verdicts.check(
+            "workspace-overlap",
+            overlaps,
+            format!("{} at {}", s["name"], path.display()),
+        );
+        if !overlaps {
             return Err(format!(
-                "servers[{i}].state {state:?} is not a state of rfd §7"
+                "{} at {} does not overlap the session's root {}",
+                s["name"],
+                path.display(),
+                root.display()
             ));
         }
     }
     Ok(())
+}
+
+fn servers_shape(result: &Value) -> Result<(), String> {
+    let servers = result["servers"]
+        .as_array()
+        .ok_or("result.servers is not an array")?;
+    if !result["availableMethods"]
+        .as_array()
+        .is_some_and(|m| m.iter().all(Value::is_string))
+    {
+        return Err("result.availableMethods is not an array of strings".into());
+    }
+    for (i, s) in servers.iter().enumerate() {
+        for key in ["serverId", "name", "workspacePath", "state"] {
+            if !s[key].is_string() {
+                return Err(format!("servers[{i}].{key} is not a string"));
+            }
+        }
+        if s.get("languageId").is_some_and(|v| !v.is_string()) {
+            return Err(format!("servers[{i}].languageId is not a string"));
+        }
+        if s.get("fileExtensions")
+            .is_some_and(|v| !v.as_array().is_some_and(|a| a.iter().all(Value::is_string)))
+        {
+            return Err(format!(
+                "servers[{i}].fileExtensions is not a list of strings"
+            ));
+        }
+        if !s["capabilities"].is_object() {
+            return Err(format!("servers[{i}].capabilities is not an object"));
+        }
+        let path = s["workspacePath"].as_str().unwrap_or_default();
+        if !Path::new(path).is_absolute() {
+            return Err(format!(
+                "servers[{i}].workspacePath {path:?} is not absolute"
+            ));
+        }
+        let state = s["state"].as_str().unwrap_or_default();
+        if !STATES.contains(&state) {
+            return Err(format!(
+                "servers[{i}].state {state:?} is none of the RFD's (starting, running, not_running)"
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn is_empty(v: &Value) -> bool {
+    match v {
+        Value::Null => true,
+        Value::Array(a) => a.is_empty(),
+        Value::Object(o) => o.is_empty(),
+        _ => false,
+    }
 }
 
 /// rfd §5: `{lspResult}`; where the recording had an answer, so must this.
@@ -185,14 +398,7 @@ fn check_request(want: &Value, result: &Value) -> Result<(), String> {
     let Some(live) = result.get("lspResult") else {
         return Err("result has no lspResult".into());
     };
-    let recorded = &want["lspResult"];
-    let empty = |v: &Value| match v {
-        Value::Null => true,
-        Value::Array(a) => a.is_empty(),
-        Value::Object(o) => o.is_empty(),
-        _ => false,
-    };
-    if !empty(recorded) && empty(live) {
+    if !is_empty(&want["lspResult"]) && is_empty(live) {
         return Err("lspResult is empty where the recording had an answer".into());
     }
     Ok(())

@@ -49,6 +49,7 @@ pub async fn record_fixture(
                 checked: 0,
                 failure: Some(failure),
                 millis: started.elapsed().as_millis(),
+                verdicts: Vec::new(),
             })
         }
     };
@@ -67,6 +68,7 @@ pub async fn record_fixture(
         checked: count,
         failure: None,
         millis: started.elapsed().as_millis(),
+        verdicts: Vec::new(),
     })
 }
 

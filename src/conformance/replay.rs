@@ -205,12 +205,20 @@ pub async fn replay(
             }
         }
     }
+    // What acp-lsp sent matched the recording byte for byte, so what the
+    // recording shows of the servers' side holds for this run too.
+    let verdicts = if failure.is_none() {
+        super::rfd::server_side_verdicts(scenario).0
+    } else {
+        Vec::new()
+    };
     Ok(Outcome {
         scenario: scenario.name.clone(),
         passed: failure.is_none(),
         checked: run.checked,
         failure,
         millis: started.elapsed().as_millis(),
+        verdicts,
     })
 }
 

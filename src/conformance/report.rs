@@ -41,6 +41,9 @@ pub struct Outcome {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failure: Option<Failure>,
     pub millis: u128,
+    /// The RFD requirements the normative checks covered (normative runs only).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub verdicts: Vec<super::rfd::Verdict>,
 }
 
 impl std::fmt::Display for Outcome {
@@ -99,7 +102,20 @@ pub fn table(outcomes: &[Outcome]) -> String {
     for o in outcomes.iter().filter(|o| !o.passed) {
         out.push_str(&format!("\n{o}\n"));
     }
+    if outcomes.iter().any(|o| !o.verdicts.is_empty()) {
+        out.push('\n');
+        out.push_str(&super::rfd::checklist_table(&checklist(outcomes)));
+    }
     out
+}
+
+/// The RFD checklist over every scenario's verdicts.
+pub fn checklist(outcomes: &[Outcome]) -> Vec<super::rfd::ChecklistRow> {
+    super::rfd::checklist(
+        outcomes
+            .iter()
+            .map(|o| (o.scenario.as_str(), o.verdicts.as_slice())),
+    )
 }
 
 #[cfg(test)]
@@ -119,6 +135,7 @@ mod tests {
             checked: 3,
             failure: Some(f),
             millis: 1,
+            verdicts: Vec::new(),
         }
         .to_string();
         assert!(text.contains("session.jsonl:7"), "{text}");

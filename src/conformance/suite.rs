@@ -80,8 +80,9 @@ pub async fn normative_all(
     for scenario in scenarios.iter().filter(|s| s.meta.normative) {
         let started = std::time::Instant::now();
         let (_temp, base) = super::scratch_dir()?;
+        let mut verdicts = super::rfd::Verdicts::default();
         let result = match drive(scenario, &options, None, &base.join("ws"), &base).await {
-            Ok(session) => normative::check(scenario, &session),
+            Ok(session) => normative::check(scenario, &session, &mut verdicts),
             Err(failure) => Err(failure),
         };
         let (checked, failure) = match result {
@@ -94,6 +95,7 @@ pub async fn normative_all(
             checked,
             failure,
             millis: started.elapsed().as_millis(),
+            verdicts: verdicts.0,
         });
     }
     Ok(outcomes)

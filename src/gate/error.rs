@@ -1,10 +1,11 @@
 //! Gate errors, and the one place that maps them to JSON-RPC error objects.
 
 use super::confine::ConfineError;
+use super::entry::{ServerState, ServerSummary, State};
 use super::methods::Refusal;
 use crate::jsonrpc::ErrorObject;
+use serde::Serialize;
 use serde_json::value::RawValue;
-use serde_json::{json, Value};
 
 /// JSON-RPC: invalid params.
 pub const INVALID_PARAMS: i64 = -32602;
@@ -37,32 +38,39 @@ pub enum GateError {
     TooDeep { limit: usize },
     #[error("unknown session {0:?}")]
     UnknownSession(String),
-    #[error("unknown server {0:?}")]
-    UnknownServer(String),
-    #[error("server {0:?} does not serve this session")]
-    ForeignServer(String),
+    /// No server with that id is listed for the session (a server of another
+    /// session is unknown too: sessions do not learn of each other).
+    #[error("no server {server_id:?} is listed for this session; ask lsp/servers again")]
+    UnknownServer {
+        server_id: String,
+        /// The session's servers, filled in by the gate.
+        servers: Vec<ServerSummary>,
+    },
+    /// The method is not in `availableMethods` (for this server).
     #[error("{method} is not forwarded: {}", refusal_text(*refusal))]
-    Refused { method: String, refusal: Refusal },
-    #[error(
-        "workspace/executeCommand {command} is not forwarded: {}",
-        refusal_text(Refusal::CommandNotAllowed)
-    )]
-    CommandNotAllowed { command: String },
+    MethodNotForwarded {
+        method: String,
+        refusal: Refusal,
+        /// The methods that are, filled in by the gate.
+        available: Vec<String>,
+    },
+    #[error("workspace/executeCommand {command} is not forwarded: the command is not on the server's executeCommand allowlist")]
+    CommandNotAllowed {
+        command: String,
+        allowed: Vec<String>,
+    },
     #[error("{0}")]
     Confined(#[from] ConfineError),
-    #[error("server {server_id:?} is {state}")]
-    ServerNotReady { server_id: String, state: String },
-    #[error("server {server_id:?} did not become ready within {waited_ms} ms (it is {state})")]
-    ReadyTimeout {
-        server_id: String,
-        state: String,
-        waited_ms: u64,
+    /// The server is listed but not `running`.
+    #[error("{} is {} ({}){}", server.label(), server.status.wire().as_str(), server.status.as_str(), not_running_detail(server.waited_ms, server.last_error.as_deref()))]
+    ServerNotRunning {
+        server: Box<NotRunning>,
+        /// The session's servers, filled in by the gate.
+        servers: Vec<ServerSummary>,
     },
-    #[error("server {server_id:?} has failed: {detail}")]
-    ServerFailed { server_id: String, detail: String },
     #[error("server {server_id:?} exited before answering")]
     ServerExited { server_id: String },
-    #[error("the language server answered with an error")]
+    #[error("{}", server_error_message(lsp_error).unwrap_or_else(|| "the language server answered with an error".into()))]
     ServerError { lsp_error: Box<RawValue> },
     #[error("the server's response of {declared} bytes is over the frame limit")]
     ResponseTooLarge { declared: usize },
@@ -76,14 +84,79 @@ pub enum GateError {
     Internal(String),
 }
 
+/// Which server is not running, and how.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NotRunning {
+    pub server_id: String,
+    pub name: String,
+    pub workspace_path: String,
+    pub status: ServerState,
+    /// How long the request waited (`waitUntilReady`), if it did.
+    pub waited_ms: Option<u64>,
+    pub last_error: Option<String>,
+}
+
+impl NotRunning {
+    fn label(&self) -> String {
+        format!("{} at {}", self.name, self.workspace_path)
+    }
+}
+
+fn not_running_detail(waited_ms: Option<u64>, last_error: Option<&str>) -> String {
+    let mut text = String::new();
+    if let Some(ms) = waited_ms {
+        text.push_str(&format!(" after waiting {ms} ms"));
+    }
+    if let Some(error) = last_error.and_then(|e| e.lines().next()) {
+        text.push_str(&format!(": {error}"));
+    }
+    text
+}
+
 fn refusal_text(refusal: Refusal) -> &'static str {
     match refusal {
         Refusal::Lifecycle => "the proxy owns the server's lifecycle",
         Refusal::DocumentSync => "the proxy keeps documents in sync with the disk",
         Refusal::Notification => "lsp/request carries requests, not notifications",
         Refusal::ServerToClient => "it is a server-to-client method",
-        Refusal::CommandNotAllowed => "the command is not on the server's executeCommand allowlist",
+        Refusal::FileLifecycle => "the client alone sends file lifecycle requests",
+        Refusal::EditorInteraction => "it serves an editor's typing, not an agent",
+        Refusal::NotListed => "it is not in availableMethods",
     }
+}
+
+/// The `error.data` members, in one struct so their bytes do not depend on
+/// serde_json's map implementation. Empty lists and `None`s are left out.
+#[derive(Serialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct ErrorData<'a> {
+    reason: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    method: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    category: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    command: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    uri: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    server_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    state: Option<State>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<ServerState>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    last_error: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    waited_ms: Option<u64>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    retryable: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    servers: Option<&'a [ServerSummary]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    available_methods: Option<&'a [String]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    allowed_commands: Option<&'a [String]>,
 }
 
 impl GateError {
@@ -94,12 +167,11 @@ impl GateError {
             | GateError::ParamsTooLarge { .. }
             | GateError::TooDeep { .. }
             | GateError::UnknownSession(_)
-            | GateError::UnknownServer(_)
-            | GateError::ForeignServer(_)
+            | GateError::UnknownServer { .. }
+            | GateError::MethodNotForwarded { .. }
+            | GateError::CommandNotAllowed { .. }
             | GateError::Confined(_)
-            | GateError::ServerNotReady { .. }
-            | GateError::ReadyTimeout { .. } => INVALID_PARAMS,
-            GateError::Refused { .. } | GateError::CommandNotAllowed { .. } => METHOD_NOT_FOUND,
+            | GateError::ServerNotRunning { .. } => INVALID_PARAMS,
             GateError::ServerError { lsp_error } => {
                 let code = server_error_code(lsp_error);
                 match code {
@@ -109,8 +181,7 @@ impl GateError {
             }
             GateError::Cancelled => REQUEST_CANCELLED,
             GateError::ContentModified => CONTENT_MODIFIED,
-            GateError::ServerFailed { .. }
-            | GateError::ServerExited { .. }
+            GateError::ServerExited { .. }
             | GateError::ResponseTooLarge { .. }
             | GateError::DeadlineExceeded { .. }
             | GateError::Internal(_) => INTERNAL_ERROR,
@@ -124,18 +195,11 @@ impl GateError {
             GateError::ParamsTooLarge { .. } => "params_too_large",
             GateError::TooDeep { .. } => "params_too_deep",
             GateError::UnknownSession(_) => "unknown_session",
-            GateError::UnknownServer(_) => "unknown_server",
-            GateError::ForeignServer(_) => "foreign_server",
-            GateError::Refused { refusal, .. } => refusal.reason(),
-            GateError::CommandNotAllowed { .. } => Refusal::CommandNotAllowed.reason(),
+            GateError::UnknownServer { .. } => "unknown_server",
+            GateError::MethodNotForwarded { .. } => "method_not_forwarded",
+            GateError::CommandNotAllowed { .. } => "command_not_allowed",
             GateError::Confined(e) => e.reason(),
-            GateError::ServerNotReady { state, .. } => match state.as_str() {
-                "restarting" => "server_restarting",
-                "stopped" => "server_stopped",
-                _ => "server_starting",
-            },
-            GateError::ReadyTimeout { .. } => "not_ready",
-            GateError::ServerFailed { .. } => "server_failed",
+            GateError::ServerNotRunning { .. } => "server_not_running",
             GateError::ServerExited { .. } => "server_exited",
             GateError::ServerError { .. } => "server_error",
             GateError::ResponseTooLarge { .. } => "response_too_large",
@@ -148,82 +212,116 @@ impl GateError {
 
     /// Whether the same request may succeed if sent again later.
     pub fn retryable(&self) -> bool {
+        match self {
+            GateError::ServerNotRunning { server, .. } => server.status.will_run(),
+            GateError::ServerExited { .. }
+            | GateError::DeadlineExceeded { .. }
+            | GateError::ContentModified => true,
+            _ => false,
+        }
+    }
+
+    /// Whether the gate should attach the session's server list (the RFD:
+    /// these errors SHOULD include it).
+    pub(crate) fn wants_servers(&self) -> bool {
         matches!(
             self,
-            GateError::ServerNotReady { .. }
-                | GateError::ReadyTimeout { .. }
-                | GateError::ServerExited { .. }
-                | GateError::DeadlineExceeded { .. }
-                | GateError::ContentModified
+            GateError::UnknownServer { .. } | GateError::ServerNotRunning { .. }
         )
+    }
+
+    /// Attaches the session's server list to the errors that carry one.
+    pub(crate) fn with_servers(mut self, list: Vec<ServerSummary>) -> GateError {
+        if let GateError::UnknownServer { servers, .. }
+        | GateError::ServerNotRunning { servers, .. } = &mut self
+        {
+            *servers = list;
+        }
+        self
     }
 
     /// The error object sent to the agent. `method` is the LSP method concerned, when known.
     pub fn to_error_object(&self, method: Option<&str>) -> ErrorObject {
-        let mut data = json!({ "reason": self.reason() });
-        let extra = data.as_object_mut().expect("BUG: json! object literal");
-        if let Some(method) = method {
-            extra.insert("method".into(), json!(method));
-        }
-        if self.retryable() {
-            extra.insert("retryable".into(), json!(true));
-        }
+        let mut data = ErrorData {
+            reason: self.reason(),
+            method,
+            retryable: self.retryable(),
+            ..ErrorData::default()
+        };
         match self {
-            GateError::Refused { method, .. } => {
-                extra.insert("method".into(), json!(method));
+            GateError::MethodNotForwarded {
+                method,
+                refusal,
+                available,
+            } => {
+                data.method = Some(method);
+                data.category = Some(refusal.category());
+                data.available_methods = Some(available);
             }
-            GateError::CommandNotAllowed { command } => {
-                extra.insert("method".into(), json!("workspace/executeCommand"));
-                extra.insert("command".into(), json!(command));
+            GateError::CommandNotAllowed { command, allowed } => {
+                data.method = Some(super::methods::EXECUTE_COMMAND);
+                data.command = Some(command);
+                data.allowed_commands = Some(allowed);
             }
-            GateError::Confined(e) => {
-                extra.insert("uri".into(), json!(e.uri()));
+            GateError::Confined(e) => data.uri = Some(e.uri()),
+            GateError::UnknownServer { server_id, servers } => {
+                data.server_id = Some(server_id);
+                data.servers = Some(servers);
             }
-            GateError::UnknownServer(id)
-            | GateError::ForeignServer(id)
-            | GateError::ServerNotReady { server_id: id, .. }
-            | GateError::ReadyTimeout { server_id: id, .. }
-            | GateError::ServerFailed { server_id: id, .. }
-            | GateError::ServerExited { server_id: id } => {
-                extra.insert("serverId".into(), json!(id));
+            GateError::ServerNotRunning { server, servers } => {
+                data.server_id = Some(&server.server_id);
+                data.state = Some(server.status.wire());
+                data.status = Some(server.status);
+                data.waited_ms = server.waited_ms;
+                data.last_error = server.last_error.as_deref();
+                data.servers = Some(servers);
             }
-            GateError::ServerError { lsp_error } => {
-                let original: Value = serde_json::from_str(lsp_error.get()).unwrap_or(Value::Null);
-                extra.insert("lspError".into(), original);
-            }
+            GateError::ServerExited { server_id } => data.server_id = Some(server_id),
             _ => {}
         }
-        if let GateError::ServerNotReady { state, .. } | GateError::ReadyTimeout { state, .. } =
-            self
-        {
-            extra.insert("state".into(), json!(state));
-        }
-        // The same bytes whatever map serde_json was built with (a dependency
-        // may turn on `preserve_order`): agents and recordings compare them.
-        sort_keys(&mut data);
-        let message = match self {
-            GateError::ServerError { lsp_error } => {
-                server_error_message(lsp_error).unwrap_or_else(|| self.to_string())
+        let mut text = serde_json::to_string(&data).expect("BUG: error data always serializes");
+        if let GateError::ServerError { lsp_error } = self {
+            // The RFD: the server's `code`, `message` and `data`, verbatim,
+            // spliced as raw bytes beside our `reason`.
+            text.pop();
+            for (key, value) in server_error_members(lsp_error) {
+                text.push_str(",\"");
+                text.push_str(key);
+                text.push_str("\":");
+                text.push_str(value.get());
             }
-            _ => self.to_string(),
-        };
+            text.push('}');
+        }
         ErrorObject {
             code: self.code(),
-            message,
-            data: Some(data),
+            message: self.to_string(),
+            data: RawValue::from_string(text).ok(),
         }
     }
 }
 
-fn sort_keys(value: &mut Value) {
-    match value {
-        Value::Object(map) => {
-            map.sort_keys();
-            map.values_mut().for_each(sort_keys);
-        }
-        Value::Array(items) => items.iter_mut().for_each(sort_keys),
-        _ => {}
+/// The `code`, `message` and `data` members of a server's error object, raw.
+fn server_error_members(lsp_error: &RawValue) -> Vec<(&'static str, &RawValue)> {
+    #[derive(serde::Deserialize)]
+    struct Members<'a> {
+        #[serde(borrow, default)]
+        code: Option<&'a RawValue>,
+        #[serde(borrow, default)]
+        message: Option<&'a RawValue>,
+        #[serde(borrow, default)]
+        data: Option<&'a RawValue>,
     }
+    let Ok(members) = serde_json::from_str::<Members>(lsp_error.get()) else {
+        return Vec::new();
+    };
+    [
+        ("code", members.code),
+        ("message", members.message),
+        ("data", members.data),
+    ]
+    .into_iter()
+    .filter_map(|(key, value)| value.map(|v| (key, v)))
+    .collect()
 }
 
 fn server_error_code(lsp_error: &RawValue) -> Option<i64> {
@@ -249,56 +347,101 @@ fn server_error_message(lsp_error: &RawValue) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::Value;
 
     fn raw(text: &str) -> Box<RawValue> {
         RawValue::from_string(text.to_string()).unwrap()
     }
 
+    fn data(obj: &ErrorObject) -> Value {
+        serde_json::from_str(obj.data.as_ref().unwrap().get()).unwrap()
+    }
+
     #[test]
-    fn server_errors_keep_standard_codes_and_wrap_colliding_ones() {
+    fn server_errors_carry_code_message_and_data_verbatim() {
         let modified = GateError::ServerError {
-            lsp_error: raw(r#"{"code":-32801,"message":"content modified"}"#),
+            lsp_error: raw(
+                r#"{"code":-32801,"message":"content modified","data":{"z":1,"a":[2]}}"#,
+            ),
         };
         let obj = modified.to_error_object(Some("textDocument/hover"));
         assert_eq!(obj.code, -32801);
         assert_eq!(obj.message, "content modified");
-        let data = obj.data.unwrap();
-        assert_eq!(data["reason"], "server_error");
-        assert_eq!(data["lspError"]["code"], -32801);
+        let text = obj.data.as_ref().unwrap().get();
+        assert!(
+            text.ends_with(
+                r#","code":-32801,"message":"content modified","data":{"z":1,"a":[2]}}"#
+            ),
+            "{text}"
+        );
+        assert_eq!(data(&obj)["reason"], "server_error");
 
         let not_initialized = GateError::ServerError {
             lsp_error: raw(r#"{"code":-32002,"message":"not initialized"}"#),
         };
         let obj = not_initialized.to_error_object(None);
         assert_eq!(obj.code, INTERNAL_ERROR);
-        assert_eq!(obj.data.unwrap()["lspError"]["code"], -32002);
+        assert_eq!(data(&obj)["code"], -32002);
+        assert!(data(&obj).get("data").is_none());
     }
 
     #[test]
     fn a_refused_command_names_the_method_and_the_command_apart() {
         let e = GateError::CommandNotAllowed {
             command: "pyright.organizeimports".into(),
+            allowed: vec![],
         };
         let obj = e.to_error_object(None);
-        assert_eq!(obj.code, -32601);
-        let data = obj.data.unwrap();
+        assert_eq!(obj.code, INVALID_PARAMS);
+        let data = data(&obj);
         assert_eq!(data["reason"], "command_not_allowed");
         assert_eq!(data["method"], "workspace/executeCommand");
         assert_eq!(data["command"], "pyright.organizeimports");
     }
 
     #[test]
-    fn refusals_name_the_method_and_reason() {
-        let e = GateError::Refused {
+    fn methods_not_forwarded_name_the_method_category_and_the_list() {
+        let e = GateError::MethodNotForwarded {
             method: "textDocument/didOpen".into(),
             refusal: Refusal::DocumentSync,
+            available: vec!["textDocument/hover".into()],
         };
         let obj = e.to_error_object(None);
-        assert_eq!(obj.code, METHOD_NOT_FOUND);
-        let data = obj.data.unwrap();
-        assert_eq!(data["reason"], "document_sync_method");
+        assert_eq!(obj.code, INVALID_PARAMS);
+        let data = data(&obj);
+        assert_eq!(data["reason"], "method_not_forwarded");
+        assert_eq!(data["category"], "document_sync");
         assert_eq!(data["method"], "textDocument/didOpen");
+        assert_eq!(data["availableMethods"][0], "textDocument/hover");
         assert!(obj.message.contains("textDocument/didOpen"));
+    }
+
+    #[test]
+    fn a_server_not_running_carries_its_state_and_names_itself() {
+        let e = GateError::ServerNotRunning {
+            server: Box::new(NotRunning {
+                server_id: "s".into(),
+                name: "rust-analyzer".into(),
+                workspace_path: "/ws".into(),
+                status: ServerState::Indexing,
+                waited_ms: None,
+                last_error: None,
+            }),
+            servers: vec![],
+        };
+        let obj = e.to_error_object(None);
+        assert_eq!(obj.code, INVALID_PARAMS);
+        let data = data(&obj);
+        assert_eq!(data["reason"], "server_not_running");
+        assert_eq!(data["state"], "starting");
+        assert_eq!(data["status"], "indexing");
+        assert_eq!(data["retryable"], true);
+        assert_eq!(data["servers"], serde_json::json!([]));
+        assert!(
+            obj.message.contains("rust-analyzer at /ws"),
+            "{}",
+            obj.message
+        );
     }
 
     #[test]
@@ -306,7 +449,7 @@ mod tests {
         let e = GateError::ServerExited {
             server_id: "s".into(),
         };
-        let data = e.to_error_object(None).data.unwrap();
+        let data = data(&e.to_error_object(None));
         assert_eq!(data["reason"], "server_exited");
         assert_eq!(data["retryable"], true);
         assert_eq!(data["serverId"], "s");

@@ -44,19 +44,29 @@ pub enum Refusal {
     Notification,
     /// A method the server sends to its client, never the other way.
     ServerToClient,
-    /// `workspace/executeCommand` with a command not on the server's allowlist.
-    CommandNotAllowed,
+    /// `workspace/will{Create,Rename,Delete}Files`: the client applies file
+    /// operations, so it alone asks the server about them (the RFD's MUST).
+    FileLifecycle,
+    /// Requests that only make sense while a person types in an editor
+    /// (the RFD's MUST).
+    EditorInteraction,
+    /// Any other method not in `availableMethods` (e.g. a server extension
+    /// no server configuration names).
+    NotListed,
 }
 
 impl Refusal {
-    /// The `data.reason` of the error.
-    pub fn reason(self) -> &'static str {
+    /// `data.category` of the `method_not_forwarded` error: why the method
+    /// is not in `availableMethods`.
+    pub fn category(self) -> &'static str {
         match self {
-            Refusal::Lifecycle => "lifecycle_method",
-            Refusal::DocumentSync => "document_sync_method",
-            Refusal::Notification => "notification_method",
-            Refusal::ServerToClient => "server_to_client_method",
-            Refusal::CommandNotAllowed => "command_not_allowed",
+            Refusal::Lifecycle => "lifecycle",
+            Refusal::DocumentSync => "document_sync",
+            Refusal::Notification => "notification",
+            Refusal::ServerToClient => "server_to_client",
+            Refusal::FileLifecycle => "file_lifecycle",
+            Refusal::EditorInteraction => "editor_interaction",
+            Refusal::NotListed => "not_listed",
         }
     }
 }
@@ -92,6 +102,22 @@ pub const NOTIFICATIONS: &[&str] = &[
     "window/workDoneProgress/cancel",
 ];
 
+/// File lifecycle requests: refused for agents (RFD), sent only by acp-lsp's
+/// own rename ([`crate::gate::Gate::call_internal_file_lifecycle`]).
+pub const FILE_LIFECYCLE: &[&str] = &[
+    "workspace/willCreateFiles",
+    "workspace/willRenameFiles",
+    "workspace/willDeleteFiles",
+];
+
+/// Editor-interaction requests, refused (RFD).
+pub const EDITOR_INTERACTION: &[&str] = &[
+    "textDocument/foldingRange",
+    "textDocument/selectionRange",
+    "textDocument/linkedEditingRange",
+    "textDocument/onTypeFormatting",
+];
+
 /// Server→client methods (requests and notifications).
 pub const SERVER_TO_CLIENT: &[&str] = &[
     "workspace/applyEdit",
@@ -115,9 +141,11 @@ pub const SERVER_TO_CLIENT: &[&str] = &[
     "$/logTrace",
 ];
 
-/// The LSP 3.17 client→server requests the gate forwards, as listed in
-/// `availableMethods`. Methods outside every list (server extensions such as
-/// `rust-analyzer/expandMacro`) are forwarded too.
+/// The LSP 3.17 client→server requests the gate forwards to every server,
+/// the base of `availableMethods`. `workspace/executeCommand` is listed only
+/// for sessions where some server allows a command, and a server extension
+/// (`rust-analyzer/expandMacro`) only where a server's configuration names it
+/// (`extension_methods`); everything else is `method_not_forwarded`.
 pub const FORWARDED: &[&str] = &[
     "callHierarchy/incomingCalls",
     "callHierarchy/outgoingCalls",
@@ -137,22 +165,18 @@ pub const FORWARDED: &[&str] = &[
     "textDocument/documentHighlight",
     "textDocument/documentLink",
     "textDocument/documentSymbol",
-    "textDocument/foldingRange",
     "textDocument/formatting",
     "textDocument/hover",
     "textDocument/implementation",
     "textDocument/inlayHint",
     "textDocument/inlineValue",
-    "textDocument/linkedEditingRange",
     "textDocument/moniker",
-    "textDocument/onTypeFormatting",
     "textDocument/prepareCallHierarchy",
     "textDocument/prepareRename",
     "textDocument/prepareTypeHierarchy",
     "textDocument/rangeFormatting",
     "textDocument/references",
     "textDocument/rename",
-    "textDocument/selectionRange",
     "textDocument/semanticTokens/full",
     "textDocument/semanticTokens/full/delta",
     "textDocument/semanticTokens/range",
@@ -161,18 +185,21 @@ pub const FORWARDED: &[&str] = &[
     "typeHierarchy/subtypes",
     "typeHierarchy/supertypes",
     "workspace/diagnostic",
-    "workspace/executeCommand",
     "workspace/symbol",
     "workspaceSymbol/resolve",
-    "workspace/willCreateFiles",
-    "workspace/willRenameFiles",
-    "workspace/willDeleteFiles",
 ];
 
-/// Why `method` must not be forwarded, or `None` when it may be (subject to the
-/// `workspace/executeCommand` allowlist, checked separately).
+/// The command-running request, forwarded only with an allowlisted command.
+pub const EXECUTE_COMMAND: &str = "workspace/executeCommand";
+
+/// Why `method` belongs to a category the RFD refuses, or `None` when it is
+/// in none (it is then forwarded if it is in `availableMethods`).
 pub fn refusal(method: &str) -> Option<Refusal> {
-    if LIFECYCLE.contains(&method) {
+    if FILE_LIFECYCLE.contains(&method) {
+        Some(Refusal::FileLifecycle)
+    } else if EDITOR_INTERACTION.contains(&method) {
+        Some(Refusal::EditorInteraction)
+    } else if LIFECYCLE.contains(&method) {
         Some(Refusal::Lifecycle)
     } else if DOCUMENT_SYNC.contains(&method) {
         Some(Refusal::DocumentSync)
@@ -208,14 +235,25 @@ mod tests {
             refusal("client/registerCapability"),
             Some(Refusal::ServerToClient)
         );
+        assert_eq!(
+            refusal("workspace/willRenameFiles"),
+            Some(Refusal::FileLifecycle)
+        );
+        assert_eq!(
+            refusal("textDocument/foldingRange"),
+            Some(Refusal::EditorInteraction)
+        );
         assert_eq!(refusal("textDocument/rename"), None);
         assert_eq!(refusal("rust-analyzer/expandMacro"), None);
     }
 
     #[test]
     fn forwarded_and_refused_lists_are_disjoint() {
-        for method in FORWARDED {
+        for method in FORWARDED.iter().chain([&EXECUTE_COMMAND]) {
             assert_eq!(refusal(method), None, "{method}");
+        }
+        for method in FILE_LIFECYCLE.iter().chain(EDITOR_INTERACTION) {
+            assert!(!FORWARDED.contains(method), "{method}");
         }
     }
 

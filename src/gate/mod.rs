@@ -7,6 +7,7 @@
 //! implements [`LspHost`] and uses the gate without the relay.
 
 pub mod confine;
+pub mod entry;
 pub mod error;
 pub mod methods;
 pub mod session;
@@ -21,97 +22,23 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
-pub use error::GateError;
+pub use entry::{
+    AcpLspEntry, EntryMeta, Progress, RegistrationEntry, ServerEntry, ServerState, ServerSummary,
+    ServersResult, State,
+};
+pub use error::{GateError, NotRunning};
 pub use methods::{GateMethod, Refusal};
 pub use session::{Session, SessionTable};
 
-/// Deadline of an `lsp/request` when the host sets none.
-pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// Longest `waitUntilReady` honoured.
 pub const MAX_WAIT_UNTIL_READY: Duration = Duration::from_secs(300);
-
-/// A server's lifecycle state as `lsp/servers` reports it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ServerState {
-    Starting,
-    Indexing,
-    Ready,
-    Restarting,
-    Failed,
-    Stopped,
-}
-
-impl ServerState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ServerState::Starting => "starting",
-            ServerState::Indexing => "indexing",
-            ServerState::Ready => "ready",
-            ServerState::Restarting => "restarting",
-            ServerState::Failed => "failed",
-            ServerState::Stopped => "stopped",
-        }
-    }
-
-    /// Whether requests are forwarded in this state (an indexing server answers,
-    /// possibly incompletely).
-    pub fn accepts_requests(self) -> bool {
-        matches!(self, ServerState::Indexing | ServerState::Ready)
-    }
-}
-
-/// Progress of an indexing server.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Progress {
-    pub title: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub percentage: Option<u32>,
-}
-
-/// One entry of `lsp/servers`.
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ServerEntry {
-    pub server_id: String,
-    pub name: String,
-    /// Absolute path of the server's workspace root.
-    pub root: String,
-    /// The primary language id.
-    pub language_id: String,
-    pub language_ids: Vec<String>,
-    /// Without the dot.
-    pub file_extensions: Vec<String>,
-    pub state: ServerState,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub progress: Option<Progress>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub last_error: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub version: Option<String>,
-    /// The position encoding the server speaks (`utf-16` unless configured).
-    pub position_encoding: String,
-    /// The server's initialize result `capabilities`, merged with its dynamic registrations.
-    pub capabilities: Box<RawValue>,
-    /// `workspace/executeCommand` commands this server's allowlist lets through.
-    pub execute_commands: Vec<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub pid: Option<u32>,
-    pub restarts: u32,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub memory_bytes: Option<u64>,
-    /// Roots whose file watching is degraded (watch limit hit).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub degraded_roots: Vec<String>,
-}
 
 /// What the gate needs to know to route a request to one server.
 #[derive(Debug, Clone)]
 pub struct Route {
     pub execute_commands: Vec<String>,
+    /// Server extension methods forwarded to this server.
+    pub extension_methods: Vec<String>,
     pub request_timeout: Duration,
 }
 
@@ -221,10 +148,40 @@ struct RequestParams<'a> {
     server_id: Cow<'a, str>,
     #[serde(borrow)]
     method: Cow<'a, str>,
-    #[serde(borrow, default)]
+    /// Required by the RFD, `null` included: `None` only when the member is
+    /// missing (checked after the method, whose refusal says more).
+    #[serde(borrow, default, deserialize_with = "present")]
     params: Option<&'a RawValue>,
+    /// acp-lsp's extension, where ACP wants it: `_meta.waitUntilReady`.
+    #[serde(default, rename = "_meta")]
+    meta: Option<RequestMeta>,
+    /// The same at the top level, as acp-lsp 0.1 took it; still accepted.
     #[serde(default)]
     wait_until_ready: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RequestMeta {
+    #[serde(default)]
+    wait_until_ready: Option<u64>,
+}
+
+/// A member that is there, even as `null` (a plain `Option` reads `null` as absent).
+fn present<'de, D>(deserializer: D) -> Result<Option<&'de RawValue>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    <&RawValue>::deserialize(deserializer).map(Some)
+}
+
+/// Who is asking: an agent gets exactly the RFD's `availableMethods`;
+/// acp-lsp's own rename may also send the file lifecycle requests that LSP
+/// has a client send while it applies file renames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Caller {
+    Agent,
+    FileLifecycle,
 }
 
 #[derive(Deserialize)]
@@ -236,13 +193,6 @@ struct DiagnosticsParams<'a> {
     uris: Option<Vec<String>>,
     #[serde(default)]
     wait_ms: Option<u64>,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct ServersResult<'a> {
-    servers: &'a [ServerEntry],
-    available_methods: &'static [&'static str],
 }
 
 impl<H: LspHost> Gate<H> {
@@ -319,7 +269,7 @@ impl<H: LspHost> Gate<H> {
                     .servers(params.as_deref())
                     .await
                     .map(|result| HostReply { result, meta: None }),
-                GateMethod::Request => gate.request(params.as_deref(), token).await,
+                GateMethod::Request => gate.request(params.as_deref(), token, Caller::Agent).await,
                 GateMethod::Diagnostics => gate
                     .diagnostics(params.as_deref())
                     .await
@@ -358,12 +308,49 @@ impl<H: LspHost> Gate<H> {
                 .servers(params)
                 .await
                 .map(|result| HostReply { result, meta: None }),
-            GateMethod::Request => self.request(params, cancel).await,
+            GateMethod::Request => self.request(params, cancel, Caller::Agent).await,
             GateMethod::Diagnostics => self
                 .diagnostics(params)
                 .await
                 .map(|result| HostReply { result, meta: None }),
         }
+    }
+
+    /// [`Gate::call_internal`] for an `lsp/request` that may also carry a
+    /// file lifecycle method (`workspace/willRenameFiles`): acp-lsp's own
+    /// rename applies file renames, and LSP has the applying client ask the
+    /// server first. Agents never get this: the RFD refuses those methods.
+    pub async fn call_internal_file_lifecycle(
+        &self,
+        params: &RawValue,
+        cancel: CancellationToken,
+    ) -> Result<HostReply, (GateError, Option<String>)> {
+        self.request(Some(params), cancel, Caller::FileLifecycle)
+            .await
+    }
+
+    /// The `lsp/servers` result of a session, typed (the MCP tools and the CLI).
+    pub async fn servers_of(&self, session_id: &str) -> Result<ServersResult, GateError> {
+        let session = self
+            .sessions
+            .get(session_id)
+            .ok_or_else(|| GateError::UnknownSession(session_id.to_string()))?;
+        let servers = self.host.servers(&session).await;
+        let available_methods = available_methods(&servers);
+        Ok(ServersResult {
+            servers,
+            available_methods,
+        })
+    }
+
+    /// The session's servers, short, for error data.
+    async fn summaries(&self, session: &Session) -> Vec<ServerSummary> {
+        self.host
+            .servers(session)
+            .await
+            .iter()
+            .map(ServerEntry::summary)
+            .collect()
     }
 
     fn check_shape(&self, params: Option<&RawValue>) -> Result<(), GateError> {
@@ -401,8 +388,8 @@ impl<H: LspHost> Gate<H> {
         })?;
         let servers = self.host.servers(&session).await;
         let result = ServersResult {
-            servers: &servers,
-            available_methods: methods::FORWARDED,
+            available_methods: available_methods(&servers),
+            servers,
         };
         to_raw(&result).map_err(|e| (e, None))
     }
@@ -454,6 +441,7 @@ impl<H: LspHost> Gate<H> {
         &self,
         params: Option<&RawValue>,
         cancel: CancellationToken,
+        caller: Caller,
     ) -> Result<HostReply, (GateError, Option<String>)> {
         self.check_shape(params).map_err(|e| (e, None))?;
         let params = params.expect("BUG: check_shape rejects missing params");
@@ -462,23 +450,37 @@ impl<H: LspHost> Gate<H> {
         let method = parsed.method.to_string();
         let fail = |e: GateError| (e, Some(method.clone()));
 
-        if let Some(refusal) = methods::refusal(&method) {
-            return Err(fail(GateError::Refused {
-                method: method.clone(),
-                refusal,
-            }));
-        }
         let session = self
             .sessions
             .get(&parsed.session_id)
             .ok_or_else(|| fail(GateError::UnknownSession(parsed.session_id.to_string())))?;
-        let route = self
-            .host
-            .route(&session, &parsed.server_id)
-            .await
-            .map_err(fail)?;
+        // The RFD's refused categories go first: they hold for every server.
+        let refusal = methods::refusal(&method)
+            .filter(|r| !(caller == Caller::FileLifecycle && *r == Refusal::FileLifecycle));
+        if let Some(refusal) = refusal {
+            return Err(fail(self.not_forwarded(&session, &method, refusal).await));
+        }
+        let route = match self.host.route(&session, &parsed.server_id).await {
+            Ok(route) => route,
+            Err(e) => return Err(fail(self.enrich(&session, e).await)),
+        };
+        let listed = methods::FORWARDED.contains(&method.as_str())
+            || methods::FILE_LIFECYCLE.contains(&method.as_str())
+            || (method == methods::EXECUTE_COMMAND && !route.execute_commands.is_empty())
+            || route.extension_methods.contains(&method);
+        if !listed {
+            return Err(fail(
+                self.not_forwarded(&session, &method, Refusal::NotListed)
+                    .await,
+            ));
+        }
 
-        let inner = parsed.params.filter(|p| !jsonrpc::is_null(p));
+        let Some(params) = parsed.params else {
+            return Err(fail(GateError::InvalidParams(
+                "params is required (null for a method that takes none)".into(),
+            )));
+        };
+        let inner = Some(params).filter(|p| !jsonrpc::is_null(p));
         let mut documents = Vec::new();
         if let Some(inner) = inner {
             let value: serde_json::Value = serde_json::from_str(inner.get())
@@ -487,22 +489,24 @@ impl<H: LspHost> Gate<H> {
                 .confinement()
                 .check_params(&value)
                 .map_err(|e| fail(e.into()))?;
-            if method == "workspace/executeCommand" {
+            if method == methods::EXECUTE_COMMAND {
                 check_command(&value, &route).map_err(fail)?;
             }
             documents = named_documents(&value);
-        } else if method == "workspace/executeCommand" {
+        } else if method == methods::EXECUTE_COMMAND {
             return Err(fail(GateError::InvalidParams(
                 "workspace/executeCommand needs params with a command".into(),
             )));
         }
 
         let wait = parsed
-            .wait_until_ready
+            .meta
+            .and_then(|m| m.wait_until_ready)
+            .or(parsed.wait_until_ready)
             .map(|ms| Duration::from_millis(ms).min(MAX_WAIT_UNTIL_READY));
         let deadline = route.request_timeout + wait.unwrap_or_default();
         let call = HostCall {
-            session,
+            session: Arc::clone(&session),
             server_id: parsed.server_id.to_string(),
             method: method.clone(),
             params: inner.map(ToOwned::to_owned),
@@ -510,13 +514,56 @@ impl<H: LspHost> Gate<H> {
             cancel,
             wait_until_ready: wait,
         };
-        match tokio::time::timeout(deadline, self.host.request(call)).await {
-            Ok(reply) => reply.map_err(fail),
-            Err(_elapsed) => Err(fail(GateError::DeadlineExceeded {
+        let outcome = match tokio::time::timeout(deadline, self.host.request(call)).await {
+            Ok(reply) => reply,
+            Err(_elapsed) => Err(GateError::DeadlineExceeded {
                 ms: deadline.as_millis() as u64,
-            })),
+            }),
+        };
+        match outcome {
+            Ok(reply) => Ok(reply),
+            Err(e) => Err(fail(self.enrich(&session, e).await)),
         }
     }
+
+    /// Adds the session's server list to the errors that carry one.
+    async fn enrich(&self, session: &Session, error: GateError) -> GateError {
+        if error.wants_servers() {
+            let summaries = self.summaries(session).await;
+            error.with_servers(summaries)
+        } else {
+            error
+        }
+    }
+
+    /// `method_not_forwarded`, with the session's `availableMethods`.
+    async fn not_forwarded(&self, session: &Session, method: &str, refusal: Refusal) -> GateError {
+        let servers = self.host.servers(session).await;
+        GateError::MethodNotForwarded {
+            method: method.to_string(),
+            refusal,
+            available: available_methods(&servers),
+        }
+    }
+}
+
+/// `availableMethods` for a session with these servers: the RFD's forwarded
+/// requests, `workspace/executeCommand` where some server allows a command,
+/// and the extension methods the servers' configurations name. Sorted.
+pub fn available_methods(servers: &[ServerEntry]) -> Vec<String> {
+    let mut methods: Vec<String> = methods::FORWARDED.iter().map(|m| m.to_string()).collect();
+    if servers
+        .iter()
+        .any(|s| !s.ours().execute_commands.is_empty())
+    {
+        methods.push(methods::EXECUTE_COMMAND.to_string());
+    }
+    for server in servers {
+        methods.extend(server.ours().extension_methods.iter().cloned());
+    }
+    methods.sort();
+    methods.dedup();
+    methods
 }
 
 /// The document URIs a request's params name (rfd section 5): `textDocument.uri`, and the
@@ -572,6 +619,7 @@ fn check_command(params: &serde_json::Value, route: &Route) -> Result<(), GateEr
     } else {
         Err(GateError::CommandNotAllowed {
             command: command.to_string(),
+            allowed: route.execute_commands.clone(),
         })
     }
 }

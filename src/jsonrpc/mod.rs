@@ -173,8 +173,36 @@ pub fn first_significant_byte(bytes: &[u8]) -> Option<u8> {
 pub struct ErrorObject {
     pub code: i64,
     pub message: String,
+    /// Raw, so a server's `data` inside it keeps its bytes.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub data: Option<serde_json::Value>,
+    pub data: Option<Box<RawValue>>,
+}
+
+impl ErrorObject {
+    /// An error whose `data` is `{"reason": reason}`.
+    pub fn with_reason(code: i64, message: impl Into<String>, reason: &str) -> ErrorObject {
+        #[derive(serde::Serialize)]
+        struct Data<'a> {
+            reason: &'a str,
+        }
+        ErrorObject {
+            code,
+            message: message.into(),
+            data: serde_json::value::to_raw_value(&Data { reason }).ok(),
+        }
+    }
+
+    /// `data.reason`, when there is one.
+    pub fn reason(&self) -> Option<String> {
+        #[derive(serde::Deserialize)]
+        struct Data {
+            reason: String,
+        }
+        let data = self.data.as_ref()?;
+        serde_json::from_str::<Data>(data.get())
+            .ok()
+            .map(|d| d.reason)
+    }
 }
 
 /// Serializes a success response with a raw result, without re-encoding the result.

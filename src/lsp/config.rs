@@ -54,6 +54,7 @@
 //! | `env_passthrough` | list of variable names let through even if they look secret | `[]` |
 //! | `request_timeout_ms` | integer > 0 | `30000` |
 //! | `execute_commands` | list of `workspace/executeCommand` commands allowed | `[]` |
+//! | `extension_methods` | list of the server's own request methods forwarded to it (`rust-analyzer/expandMacro`) | `[]` |
 //! | `position_encodings` | list of `"utf-8"`, `"utf-16"`, `"utf-32"` offered | `["utf-16"]` |
 //! | `language_id_by_extension` | table, extension → languageId | `{}` |
 //! | `watch_globs` | list of static `didChangeWatchedFiles` globs | `[]` |
@@ -150,6 +151,10 @@ pub struct ServerConfig {
     /// `workspace/executeCommand` allowlist.
     #[serde(default)]
     pub execute_commands: Vec<String>,
+    /// The server's own request methods (outside LSP) forwarded to it; they
+    /// join `availableMethods`. Nothing else outside LSP is forwarded.
+    #[serde(default)]
+    pub extension_methods: Vec<String>,
     /// Offered position encodings.
     #[serde(default = "default_position_encodings")]
     pub position_encodings: Vec<String>,
@@ -210,6 +215,7 @@ impl ServerConfig {
             env_passthrough: Vec::new(),
             request_timeout_ms: DEFAULT_REQUEST_TIMEOUT_MS,
             execute_commands: Vec::new(),
+            extension_methods: Vec::new(),
             position_encodings: default_position_encodings(),
             language_id_by_extension: BTreeMap::new(),
             watch_globs: Vec::new(),
@@ -496,6 +502,7 @@ struct ServerPatch {
     env_passthrough: Option<Vec<String>>,
     request_timeout_ms: Option<u64>,
     execute_commands: Option<Vec<String>>,
+    extension_methods: Option<Vec<String>>,
     position_encodings: Option<Vec<String>>,
     language_id_by_extension: Option<BTreeMap<String, String>>,
     watch_globs: Option<Vec<String>>,
@@ -1016,6 +1023,21 @@ fn apply_patch(
     }
     if let Some(cmds) = patch.execute_commands {
         server.execute_commands = cmds;
+    }
+    if let Some(methods) = patch.extension_methods {
+        if let Some((method, refusal)) = methods
+            .iter()
+            .find_map(|m| crate::gate::methods::refusal(m).map(|r| (m, r)))
+        {
+            return Err((
+                "extension_methods",
+                format!(
+                    "{method} is never forwarded (the RFD refuses {} methods)",
+                    refusal.category()
+                ),
+            ));
+        }
+        server.extension_methods = methods;
     }
     if let Some(encodings) = patch.position_encodings {
         if encodings.is_empty() {

@@ -3,8 +3,7 @@
 //! `lsp/servers` reports them (initialize result merged with registrations).
 
 use super::config::ServerConfig;
-use super::server::{raw_json, Registration};
-use crate::jsonrpc::object::RawObject;
+use super::server::raw_json;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
@@ -134,94 +133,6 @@ pub fn read_initialize_result(result: &RawValue) -> Result<InitializeInfo, serde
     })
 }
 
-/// The server capability that a dynamically registered method stands for.
-fn capability_key(method: &str) -> Option<&'static str> {
-    Some(match method {
-        "textDocument/hover" => "hoverProvider",
-        "textDocument/completion" => "completionProvider",
-        "textDocument/signatureHelp" => "signatureHelpProvider",
-        "textDocument/declaration" => "declarationProvider",
-        "textDocument/definition" => "definitionProvider",
-        "textDocument/typeDefinition" => "typeDefinitionProvider",
-        "textDocument/implementation" => "implementationProvider",
-        "textDocument/references" => "referencesProvider",
-        "textDocument/documentHighlight" => "documentHighlightProvider",
-        "textDocument/documentSymbol" => "documentSymbolProvider",
-        "textDocument/codeAction" => "codeActionProvider",
-        "textDocument/codeLens" => "codeLensProvider",
-        "textDocument/documentLink" => "documentLinkProvider",
-        "textDocument/documentColor" => "colorProvider",
-        "textDocument/formatting" => "documentFormattingProvider",
-        "textDocument/rangeFormatting" => "documentRangeFormattingProvider",
-        "textDocument/onTypeFormatting" => "documentOnTypeFormattingProvider",
-        "textDocument/rename" => "renameProvider",
-        "textDocument/foldingRange" => "foldingRangeProvider",
-        "textDocument/selectionRange" => "selectionRangeProvider",
-        "textDocument/prepareCallHierarchy" => "callHierarchyProvider",
-        "textDocument/prepareTypeHierarchy" => "typeHierarchyProvider",
-        "textDocument/semanticTokens" => "semanticTokensProvider",
-        "textDocument/linkedEditingRange" => "linkedEditingRangeProvider",
-        "textDocument/moniker" => "monikerProvider",
-        "textDocument/inlayHint" => "inlayHintProvider",
-        "textDocument/inlineValue" => "inlineValueProvider",
-        "textDocument/diagnostic" => "diagnosticProvider",
-        "workspace/symbol" => "workspaceSymbolProvider",
-        "workspace/executeCommand" => "executeCommandProvider",
-        _ => return None,
-    })
-}
-
-/// `capabilities` for `lsp/servers`: the initialize result's, byte for byte
-/// where untouched; each dynamic registration of a request method whose
-/// capability is absent, `null` or `false` there sets it to the registration's
-/// options (or `true`). Every registration is also listed under
-/// `_meta["acp-lsp/registrations"]`.
-pub fn merged_capabilities(
-    initial: Option<&RawValue>,
-    registrations: &[Registration],
-) -> Box<RawValue> {
-    let empty = raw_json(&json!({}));
-    let initial = initial.unwrap_or(&empty);
-    if registrations.is_empty() {
-        return initial.to_owned();
-    }
-    let Ok(mut caps) = RawObject::parse(initial) else {
-        return initial.to_owned();
-    };
-    for reg in registrations {
-        let Some(key) = capability_key(&reg.method) else {
-            continue;
-        };
-        let absent = caps
-            .get(key)
-            .is_none_or(|v| matches!(v.trim(), "null" | "false"));
-        if absent {
-            let value = reg
-                .register_options
-                .as_ref()
-                .map_or_else(|| "true".to_string(), |o| o.get().to_string());
-            caps.set(key, value);
-        }
-    }
-    let listed: Vec<Value> = registrations
-        .iter()
-        .map(|r| {
-            json!({
-                "id": r.id,
-                "method": r.method,
-                "registerOptions": r.register_options.as_ref().and_then(|o| serde_json::from_str::<Value>(o.get()).ok()),
-            })
-        })
-        .collect();
-    let mut meta = match caps.get_raw("_meta") {
-        Some(raw) => RawObject::parse(raw).unwrap_or_else(|_| RawObject::empty()),
-        None => RawObject::empty(),
-    };
-    meta.set("acp-lsp/registrations", Value::Array(listed).to_string());
-    caps.set("_meta", meta.to_json());
-    RawValue::from_string(caps.to_json()).unwrap_or_else(|_| initial.to_owned())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -239,45 +150,6 @@ mod tests {
         );
         assert_eq!(info.version.as_deref(), Some("1.2"));
         assert_eq!(info.position_encoding.as_deref(), Some("utf-16"));
-    }
-
-    #[test]
-    fn registrations_fill_absent_capabilities_only() {
-        let initial: &RawValue =
-            serde_json::from_str(r#"{"hoverProvider":true,"documentFormattingProvider":false}"#)
-                .unwrap();
-        let regs = vec![
-            Registration {
-                id: "1".into(),
-                method: "textDocument/formatting".into(),
-                register_options: Some(raw_json(&json!({"documentSelector": null}))),
-            },
-            Registration {
-                id: "2".into(),
-                method: "textDocument/hover".into(),
-                register_options: None,
-            },
-            Registration {
-                id: "3".into(),
-                method: "workspace/didChangeWatchedFiles".into(),
-                register_options: Some(raw_json(&json!({"watchers": []}))),
-            },
-        ];
-        let merged: Value =
-            serde_json::from_str(merged_capabilities(Some(initial), &regs).get()).unwrap();
-        assert_eq!(merged["hoverProvider"], json!(true));
-        assert_eq!(
-            merged["documentFormattingProvider"],
-            json!({"documentSelector": null})
-        );
-        assert_eq!(
-            merged["_meta"]["acp-lsp/registrations"]
-                .as_array()
-                .unwrap()
-                .len(),
-            3
-        );
-        assert_eq!(merged_capabilities(Some(initial), &[]).get(), initial.get());
     }
 
     #[test]

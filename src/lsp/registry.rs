@@ -37,6 +37,11 @@ pub fn server_id(name: &str, root: &Path) -> String {
 pub struct RegistryOptions {
     /// Start servers on first use rather than when a session opens.
     pub lazy: bool,
+    /// With `lazy`: listing a session's servers (`lsp/servers`) is a use.
+    /// An agent written to the RFD sends requests only to `running`
+    /// servers, so it would never start one otherwise. The CLI and its
+    /// one-shot session leave it off: they start only the server they pick.
+    pub start_when_listed: bool,
     pub recorder: Option<Recorder>,
     /// Most directory watches per root (tests use it to reach the limit); `None` = the OS's.
     pub max_watches: Option<usize>,
@@ -240,32 +245,39 @@ impl LspHost for Registry {
                 .filter_map(|id| tables.servers.get(id).cloned())
                 .collect()
         };
+        if self.options.start_when_listed {
+            for server in &servers {
+                server.ensure_started();
+            }
+        }
         let mut entries: Vec<ServerEntry> = servers
             .iter()
-            .map(|s| ServerEntry {
-                degraded_roots: self.degraded_roots_over(&s.spec().root),
-                ..s.entry()
+            .map(|s| {
+                let mut entry = s.entry();
+                entry.meta.acp_lsp.degraded_roots = self.degraded_roots_over(&s.spec().root);
+                entry
             })
             .collect();
-        entries.sort_by(|a, b| (&a.name, &a.root).cmp(&(&b.name, &b.root)));
+        entries.sort_by(|a, b| (&a.name, &a.workspace_path).cmp(&(&b.name, &b.workspace_path)));
         entries
     }
 
     async fn route(&self, session: &Session, server_id: &str) -> Result<Route, GateError> {
+        let unknown = || GateError::UnknownServer {
+            server_id: server_id.to_string(),
+            servers: Vec::new(),
+        };
+        // A server of another session is unknown here too: sessions do not
+        // learn of each other's servers.
         let ids = self.session_servers(session.id()).await.unwrap_or_default();
         if !ids.iter().any(|id| id == server_id) {
-            return Err(if self.server(server_id).is_some() {
-                GateError::ForeignServer(server_id.to_string())
-            } else {
-                GateError::UnknownServer(server_id.to_string())
-            });
+            return Err(unknown());
         }
-        let server = self
-            .server(server_id)
-            .ok_or_else(|| GateError::UnknownServer(server_id.to_string()))?;
+        let server = self.server(server_id).ok_or_else(unknown)?;
         let config = &server.spec().config;
         Ok(Route {
             execute_commands: config.execute_commands.clone(),
+            extension_methods: config.extension_methods.clone(),
             request_timeout: config.request_timeout(),
         })
     }
@@ -273,7 +285,10 @@ impl LspHost for Registry {
     async fn request(&self, call: HostCall) -> Result<HostReply, GateError> {
         let server = self
             .server(&call.server_id)
-            .ok_or_else(|| GateError::UnknownServer(call.server_id.clone()))?;
+            .ok_or_else(|| GateError::UnknownServer {
+                server_id: call.server_id.clone(),
+                servers: Vec::new(),
+            })?;
         // Changes already seen on disk reach the servers first, even for files
         // the request does not name.
         let settlers: Vec<_> = {

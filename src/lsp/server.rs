@@ -11,7 +11,10 @@ use super::documents::{
 use super::handshake;
 use super::process::{ServerProcess, SpawnSpec, EXIT_GRACE};
 use super::watchers::FileWatchers;
-use crate::gate::{GateError, HostCall, HostReply, Progress, ServerEntry, ServerState};
+use crate::gate::{
+    AcpLspEntry, EntryMeta, GateError, HostCall, HostReply, NotRunning, Progress,
+    RegistrationEntry, ServerEntry, ServerState, State,
+};
 use crate::jsonrpc::object::RawObject;
 use crate::jsonrpc::{ErrorObject, Limits};
 use crate::record::{Direction, Recorder};
@@ -29,12 +32,13 @@ use tokio_util::sync::CancellationToken;
 pub const INITIALIZE_TIMEOUT: Duration = Duration::from_secs(60);
 /// Longest wait for the `shutdown` answer before `exit` is sent anyway.
 pub const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(2);
-/// How long a request that arrives during the handshake or a restart waits.
-pub const STARTUP_WAIT: Duration = Duration::from_secs(20);
 /// After a connection's first didOpen, how long a request with `waitUntilReady`
 /// waits for the server to start reporting work (clangd's background index
 /// begins within tens of milliseconds).
 pub const FIRST_OPEN_SETTLE: Duration = Duration::from_millis(500);
+/// How long `_acp-lsp/diagnostics` waits for a server to be `running`
+/// before syncing the documents it asks about.
+pub const DIAGNOSTICS_READY_WAIT: Duration = Duration::from_secs(20);
 /// After `$/cancelRequest`, how long the server's own answer is awaited.
 pub const CANCEL_GRACE: Duration = Duration::from_secs(2);
 /// Pause before each restart, by number of recent crashes.
@@ -69,6 +73,21 @@ pub struct Status {
     pub state: ServerState,
     pub progress: Option<Progress>,
     pub last_error: Option<String>,
+    /// This process has finished loading once (it was `indexing`, then
+    /// `ready`): work it reports later (re-indexing after an edit, `cargo
+    /// check`) does not take it out of `running`.
+    pub loaded: bool,
+}
+
+impl Status {
+    /// The RFD's `state`.
+    pub fn wire(&self) -> State {
+        if self.loaded && self.state == ServerState::Indexing {
+            State::Running
+        } else {
+            self.state.wire()
+        }
+    }
 }
 
 /// The latest `textDocument/publishDiagnostics` for one document.
@@ -134,6 +153,7 @@ impl Server {
             state: ServerState::Stopped,
             progress: None,
             last_error: None,
+            loaded: false,
         });
         Arc::new(Server {
             spec,
@@ -172,6 +192,15 @@ impl Server {
     fn set_status(&self, state: ServerState, last_error: Option<String>) {
         let progress = self.current_progress();
         self.status.send_modify(|s| {
+            // Loaded once a round of loading has ended (indexing, then
+            // ready): a `ready` seen before the server reported any work
+            // proves nothing, since servers begin their progress just after
+            // `initialized`.
+            s.loaded = match state {
+                ServerState::Ready => s.loaded || s.state == ServerState::Indexing,
+                ServerState::Indexing => s.loaded,
+                _ => false,
+            };
             s.state = state;
             s.progress = progress;
             if last_error.is_some() {
@@ -429,87 +458,102 @@ impl Server {
         let status = self.status();
         let live = self.live();
         let config = &self.spec.config;
-        let capabilities =
-            handshake::merged_capabilities(live.capabilities.as_deref(), &live.registrations);
+        let capabilities = live
+            .capabilities
+            .clone()
+            .unwrap_or_else(|| raw_json(&json!({})));
+        let registrations = live
+            .registrations
+            .iter()
+            .map(|r| RegistrationEntry {
+                id: r.id.clone(),
+                method: r.method.clone(),
+                register_options: r.register_options.clone(),
+            })
+            .collect();
         ServerEntry {
             server_id: self.spec.server_id.clone(),
             name: config.name.clone(),
-            root: self.spec.root.display().to_string(),
+            workspace_path: self.spec.root.display().to_string(),
             language_id: config.language_ids.first().cloned().unwrap_or_default(),
-            language_ids: config.language_ids.clone(),
             file_extensions: config.file_extensions.clone(),
-            state: status.state,
-            progress: status.progress,
-            last_error: status.last_error,
-            version: live.version.clone(),
-            position_encoding: live
-                .position_encoding
-                .clone()
-                .unwrap_or_else(|| "utf-16".into()),
+            state: status.wire(),
             capabilities,
-            execute_commands: config.execute_commands.clone(),
-            pid: live.connection.as_ref().and(live.pid),
-            restarts: live.restarts,
-            memory_bytes: live
-                .connection
-                .as_ref()
-                .and(live.pid)
-                .and_then(super::process::resident_memory_of),
-            degraded_roots: Vec::new(),
+            meta: EntryMeta {
+                acp_lsp: AcpLspEntry {
+                    status: status.state,
+                    progress: status.progress,
+                    last_error: status.last_error,
+                    language_ids: config.language_ids.clone(),
+                    version: live.version.clone(),
+                    position_encoding: live
+                        .position_encoding
+                        .clone()
+                        .unwrap_or_else(|| "utf-16".into()),
+                    execute_commands: config.execute_commands.clone(),
+                    extension_methods: config.extension_methods.clone(),
+                    registrations,
+                    pid: live.connection.as_ref().and(live.pid),
+                    restarts: live.restarts,
+                    memory_bytes: live
+                        .connection
+                        .as_ref()
+                        .and(live.pid)
+                        .and_then(super::process::resident_memory_of),
+                    degraded_roots: Vec::new(),
+                },
+            },
         }
     }
 
-    /// Waits until requests may be forwarded, as the call asks.
+    /// The error for a request this server cannot take now.
+    fn not_running(&self, status: &Status, waited: Option<Duration>) -> GateError {
+        GateError::ServerNotRunning {
+            server: Box::new(NotRunning {
+                server_id: self.spec.server_id.clone(),
+                name: self.spec.config.name.clone(),
+                workspace_path: self.spec.root.display().to_string(),
+                status: status.state,
+                waited_ms: waited.map(|w| w.as_millis() as u64),
+                last_error: status.last_error.clone(),
+            }),
+            servers: Vec::new(),
+        }
+    }
+
+    /// The connection to forward a request on. Without `wait_until_ready`,
+    /// only a `running` server takes requests, at once (the RFD); with it,
+    /// the request waits up to that long for `ready`.
     async fn await_accepting(
         &self,
         wait_until_ready: Option<Duration>,
     ) -> Result<Arc<Connection>, GateError> {
-        let mut rx = self.status.subscribe();
-        let (limit, want_ready) = match wait_until_ready {
-            Some(wait) => (wait, true),
-            None => (STARTUP_WAIT, false),
-        };
-        let accepted = |s: &Status| {
-            if want_ready {
-                s.state == ServerState::Ready
-            } else {
-                s.state.accepts_requests()
+        match wait_until_ready {
+            Some(wait) => {
+                self.await_status(wait, |s| s.state == ServerState::Ready)
+                    .await
             }
-        };
-        let settled = |s: &Status| {
-            accepted(s) || matches!(s.state, ServerState::Failed | ServerState::Stopped)
-        };
-        let outcome = tokio::time::timeout(limit, rx.wait_for(settled)).await;
-        let status = self.status();
-        let id = self.spec.server_id.clone();
-        match status.state {
-            ServerState::Failed => {
-                return Err(GateError::ServerFailed {
-                    server_id: id,
-                    detail: status.last_error.unwrap_or_default(),
-                })
-            }
-            ServerState::Stopped => {
-                return Err(GateError::ServerNotReady {
-                    server_id: id,
-                    state: "stopped".into(),
-                })
-            }
-            _ => {}
+            None => self.await_status(Duration::ZERO, |_| false).await,
         }
-        if outcome.is_err() || !accepted(&status) {
-            return Err(if want_ready {
-                GateError::ReadyTimeout {
-                    server_id: id,
-                    state: status.state.as_str().into(),
-                    waited_ms: limit.as_millis() as u64,
-                }
-            } else {
-                GateError::ServerNotReady {
-                    server_id: id,
-                    state: status.state.as_str().into(),
-                }
-            });
+    }
+
+    /// Waits up to `wait` for `until` (or a server that will not run), then
+    /// returns the connection if the server is `running`.
+    async fn await_status(
+        &self,
+        wait: Duration,
+        until: impl Fn(&Status) -> bool,
+    ) -> Result<Arc<Connection>, GateError> {
+        if !wait.is_zero() {
+            let mut rx = self.status.subscribe();
+            let settled = |s: &Status| {
+                until(s) || matches!(s.state, ServerState::Failed | ServerState::Stopped)
+            };
+            let _ = tokio::time::timeout(wait, rx.wait_for(settled)).await;
+        }
+        let status = self.status();
+        if status.wire() != State::Running {
+            return Err(self.not_running(&status, (!wait.is_zero()).then_some(wait)));
         }
         self.live()
             .connection
@@ -846,7 +890,11 @@ impl Server {
         wait: Duration,
     ) -> Result<Option<Box<RawValue>>, GateError> {
         self.ensure_started();
-        let connection = self.await_accepting(None).await?;
+        let connection = self
+            .await_status(DIAGNOSTICS_READY_WAIT.max(wait), |s| {
+                s.wire() == State::Running
+            })
+            .await?;
         self.sync_document(&connection, uri, path).await;
         let mut published = self.published.subscribe();
         let deadline = tokio::time::Instant::now() + wait;

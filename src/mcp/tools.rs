@@ -15,9 +15,11 @@ use crate::edit::{
     apply_to_disk, apply_with_agent_fs, plan_on_disk, AgentApplyError, ApplyReport, Decisions,
     LineIndex, PositionEncoding,
 };
-use crate::gate::{Gate, GateMethod};
+use crate::gate::{Gate, GateError, GateMethod, ServerEntry, ServerState};
 use crate::lsp::registry::Registry;
-use crate::oneshot::{FileLocation, OneShot, OneShotError, RenameEdit, RenameError};
+use crate::oneshot::{
+    capabilities_of, FileLocation, OneShot, OneShotError, RenameEdit, RenameError,
+};
 use rmcp::handler::server::{router::tool::ToolRouter, wrapper::Parameters};
 use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
 use rmcp::{schemars, tool, tool_handler, tool_router, ServerHandler};
@@ -169,15 +171,15 @@ fn reply(outcome: ToolResult<CallToolResult>) -> Result<CallToolResult, rmcp::Er
 /// "still indexing", so that no one reads the failure as an empty answer.
 fn describe(error: OneShotError) -> String {
     match &error {
-        OneShotError::Gate { data, message, .. } => match data["reason"].as_str() {
-            Some("not_ready" | "server_starting" | "server_restarting") => format!(
-                "the language server is still indexing (it is {}); no answer yet, ask again \
-                 shortly",
-                data["state"].as_str().unwrap_or("starting"),
-            ),
-            Some(reason) => format!("{message} ({reason})"),
-            None => message.clone(),
-        },
+        OneShotError::Gate {
+            error: GateError::ServerNotRunning { server, .. },
+            ..
+        } if server.status.will_run() => format!(
+            "{} is still indexing (it is {}); no answer yet, ask again shortly",
+            server.name,
+            server.status.as_str(),
+        ),
+        OneShotError::Gate { error, .. } => format!("{error} ({})", error.reason()),
         _ => error.to_string(),
     }
 }
@@ -237,9 +239,9 @@ impl LspTools {
         let character = lsp_position(&text, &path, line, column, encoding)?;
         let uri = file_uri(&path)?;
         Ok(At {
-            server_id: entry["serverId"].as_str().unwrap_or_default().to_string(),
-            server: entry["name"].as_str().unwrap_or_default().to_string(),
-            capabilities: entry["capabilities"].clone(),
+            capabilities: capabilities_of(&entry),
+            server_id: entry.server_id,
+            server: entry.name,
             text_document: json!({ "uri": uri }),
             position: json!({ "line": line - 1, "character": character }),
             encoding,
@@ -398,19 +400,12 @@ impl LspTools {
         for s in &servers {
             text.push_str(&format!(
                 "{} [{}] root={} languages={} encoding={} serverId={}\n",
-                s["name"].as_str().unwrap_or("?"),
-                s["state"].as_str().unwrap_or("?"),
-                s["root"].as_str().unwrap_or("?"),
-                s["languageIds"]
-                    .as_array()
-                    .map(|l| l
-                        .iter()
-                        .filter_map(Value::as_str)
-                        .collect::<Vec<_>>()
-                        .join(","))
-                    .unwrap_or_default(),
-                s["positionEncoding"].as_str().unwrap_or("utf-16"),
-                s["serverId"].as_str().unwrap_or("?"),
+                s.name,
+                s.status().as_str(),
+                s.workspace_path,
+                s.ours().language_ids.join(","),
+                s.ours().position_encoding,
+                s.server_id,
             ));
         }
         if servers.is_empty() {
@@ -420,10 +415,11 @@ impl LspTools {
             .iter()
             .map(|s| {
                 json!({
-                    "serverId": s["serverId"], "name": s["name"], "state": s["state"],
-                    "root": s["root"], "languageIds": s["languageIds"],
-                    "fileExtensions": s["fileExtensions"],
-                    "positionEncoding": s["positionEncoding"],
+                    "serverId": s.server_id, "name": s.name, "state": s.state,
+                    "status": s.status(), "workspacePath": s.workspace_path,
+                    "languageIds": s.ours().language_ids,
+                    "fileExtensions": s.file_extensions,
+                    "positionEncoding": s.ours().position_encoding,
                 })
             })
             .collect();
@@ -440,14 +436,14 @@ impl LspTools {
                 .await
                 .map_err(describe)?
                 .into_iter()
-                .find(|s| s["serverId"] == server.as_str()),
+                .find(|s| s.server_id == *server),
             None => None,
         };
         let entry = match by_id {
             Some(entry) => wait_ready(&tool, entry).await?,
             None => ready_server(&tool, args.server.as_deref(), file.as_deref()).await?,
         };
-        let server_id = entry["serverId"].as_str().unwrap_or_default();
+        let server_id = entry.server_id.as_str();
         let result = tool
             .request(server_id, &args.method, params)
             .await
@@ -511,7 +507,7 @@ impl LspTools {
         let uri = file_uri(&path)?;
         let result = tool
             .request(
-                entry["serverId"].as_str().unwrap_or_default(),
+                &entry.server_id,
                 "textDocument/documentSymbol",
                 json!({ "textDocument": { "uri": uri } }),
             )
@@ -535,9 +531,9 @@ impl LspTools {
     ) -> ToolResult<CallToolResult> {
         let tool = self.session().await?;
         let servers = tool.servers().await.map_err(describe)?;
-        let chosen: Vec<Value> = servers
+        let chosen: Vec<ServerEntry> = servers
             .into_iter()
-            .filter(|s| args.server.as_deref().is_none_or(|n| s["name"] == n))
+            .filter(|s| args.server.as_deref().is_none_or(|n| s.name == n))
             .collect();
         if chosen.is_empty() {
             return Err("no language server of this session matches".into());
@@ -545,7 +541,7 @@ impl LspTools {
         let mut symbols = Vec::new();
         let mut failures = Vec::new();
         for entry in chosen {
-            let name = entry["name"].as_str().unwrap_or("?").to_string();
+            let name = entry.name.clone();
             let entry = match wait_ready(&tool, entry).await {
                 Ok(entry) => entry,
                 Err(e) => {
@@ -553,12 +549,12 @@ impl LspTools {
                     continue;
                 }
             };
-            if entry["capabilities"]["workspaceSymbolProvider"].is_null() {
+            if capabilities_of(&entry)["workspaceSymbolProvider"].is_null() {
                 continue;
             }
             match tool
                 .request(
-                    entry["serverId"].as_str().unwrap_or_default(),
+                    &entry.server_id,
                     "workspace/symbol",
                     json!({ "query": args.query }),
                 )
@@ -599,7 +595,7 @@ impl LspTools {
             // as an empty reference list.
             let entry = ready_server(&tool, None, Some(&path)).await?;
             let uri = file_uri(&path)?;
-            if entry["capabilities"]["diagnosticProvider"].is_null() {
+            if capabilities_of(&entry)["diagnosticProvider"].is_null() {
                 pushed.push(uri);
             } else {
                 pulls.push((entry, uri));
@@ -642,12 +638,7 @@ impl LspTools {
             .await
             .map_err(describe)?
             .iter()
-            .map(|s| {
-                (
-                    s["serverId"].as_str().unwrap_or_default().to_string(),
-                    encoding_of(s),
-                )
-            })
+            .map(|s| (s.server_id.clone(), encoding_of(s)))
             .collect();
         // (uri, encoding, diagnostics) from both sources.
         let mut found: Vec<(String, PositionEncoding, Vec<Value>)> = Vec::new();
@@ -670,7 +661,7 @@ impl LspTools {
         for (entry, uri) in pulls {
             let pulled = tool
                 .request(
-                    entry["serverId"].as_str().unwrap_or_default(),
+                    &entry.server_id,
                     "textDocument/diagnostic",
                     json!({ "textDocument": { "uri": uri } }),
                 )
@@ -858,11 +849,8 @@ fn parse(text: &str) -> ToolResult<Value> {
     serde_json::from_str(text).map_err(|e| format!("the server's answer is not JSON: {e}"))
 }
 
-fn encoding_of(entry: &Value) -> PositionEncoding {
-    entry["positionEncoding"]
-        .as_str()
-        .and_then(PositionEncoding::from_lsp)
-        .unwrap_or(PositionEncoding::Utf16)
+fn encoding_of(entry: &ServerEntry) -> PositionEncoding {
+    PositionEncoding::from_lsp(&entry.ours().position_encoding).unwrap_or(PositionEncoding::Utf16)
 }
 
 /// The LSP `character` of a 1-based line and column (in characters).
@@ -894,32 +882,34 @@ async fn ready_server(
     tool: &OneShot,
     name: Option<&str>,
     file: Option<&Path>,
-) -> ToolResult<Value> {
+) -> ToolResult<ServerEntry> {
     let entry = tool.pick_server(name, file).await.map_err(describe)?;
     wait_ready(tool, entry).await
 }
 
 /// Waits up to the tool's ready wait ([`READY_WAIT`]) for `entry`'s server
 /// to be ready; a server still loading after that is reported as still indexing.
-async fn wait_ready(tool: &OneShot, entry: Value) -> ToolResult<Value> {
+async fn wait_ready(tool: &OneShot, entry: ServerEntry) -> ToolResult<ServerEntry> {
     let entry = tool.started(entry).await.map_err(describe)?;
-    let name = entry["name"].as_str().unwrap_or("the language server");
-    match entry["state"].as_str() {
-        Some("ready") => Ok(entry),
-        Some("failed") => Err(format!(
+    let name = &entry.name;
+    match entry.status() {
+        ServerState::Ready => Ok(entry),
+        ServerState::Failed => Err(format!(
             "{name} has failed: {}",
-            entry["lastError"].as_str().unwrap_or("no detail")
+            entry.ours().last_error.as_deref().unwrap_or("no detail")
         )),
-        Some("stopped") => Err(format!("{name} is stopped")),
-        state => {
-            let progress = entry["progress"]["title"]
-                .as_str()
-                .map(|t| format!(", {t}"))
+        ServerState::Stopped => Err(format!("{name} is stopped")),
+        status => {
+            let progress = entry
+                .ours()
+                .progress
+                .as_ref()
+                .map(|p| format!(", {}", p.title))
                 .unwrap_or_default();
             Err(format!(
-                "{name} is still indexing (state {}{progress}, waited {} s); no answer yet, \
+                "{name} is still indexing (it is {}{progress}, waited {} s); no answer yet, \
                  ask again shortly",
-                state.unwrap_or("unknown"),
+                status.as_str(),
                 tool.ready_wait().as_secs_f64()
             ))
         }

@@ -59,9 +59,8 @@ pub fn recorded_registry(recorder: &Recorder) -> Arc<Registry> {
     Registry::new(
         Config::builtin(),
         RegistryOptions {
-            lazy: false,
             recorder: Some(recorder.clone()),
-            max_watches: None,
+            ..RegistryOptions::default()
         },
     )
 }
