@@ -226,19 +226,7 @@ fn main() -> anyhow::Result<()> {
             mcp,
             log,
             agent,
-        } => {
-            init_logging(&log)?;
-            let config = Config::load(config.as_deref())?;
-            let recorder = record
-                .map(|path| {
-                    Recorder::create(&path)
-                        .with_context(|| format!("cannot create record file {}", path.display()))
-                })
-                .transpose()?;
-            let runtime = tokio::runtime::Runtime::new()?;
-            let code = runtime.block_on(proxy(config, recorder, lsp, lazy, mcp, agent))?;
-            std::process::exit(code);
-        }
+        } => run_proxy(config, record, lsp, lazy, mcp, &log, agent),
         Command::Request {
             method,
             params_json,
@@ -246,28 +234,7 @@ fn main() -> anyhow::Result<()> {
             server,
             config,
             log,
-        } => {
-            init_logging(&log)?;
-            let config = Config::load(config.as_deref())?;
-            let params: serde_json::Value =
-                serde_json::from_str(&params_json).context("PARAMS_JSON is not valid JSON")?;
-            let root = or_current_dir(root)?;
-            let runtime = tokio::runtime::Runtime::new()?;
-            let result = runtime.block_on(async {
-                let tool = OneShot::start(&root, config);
-                let file = params_file(&params);
-                let outcome = async {
-                    let entry = tool.pick_server(server.as_deref(), file.as_deref()).await?;
-                    let id = entry["serverId"].as_str().unwrap_or_default().to_string();
-                    tool.request(&id, &method, params).await
-                }
-                .await;
-                tool.shutdown().await;
-                outcome
-            })?;
-            println!("{}", result.get());
-            Ok(())
-        }
+        } => run_request(method, &params_json, root, server, config, &log),
         Command::Rename {
             location,
             new_name,
@@ -277,38 +244,16 @@ fn main() -> anyhow::Result<()> {
             server,
             config,
             log,
-        } => {
-            init_logging(&log)?;
-            let config = Config::load(config.as_deref())?;
-            let root = or_current_dir(root)?;
-            let runtime = tokio::runtime::Runtime::new()?;
-            let outcome = runtime.block_on(async {
-                let tool = OneShot::start(&root, config);
-                let outcome = tool
-                    .rename(&location, &new_name, server.as_deref(), dry_run, yes)
-                    .await;
-                tool.shutdown().await;
-                outcome
-            })?;
-            match outcome {
-                RenameOutcome::DryRun(diff) => print!("{diff}"),
-                RenameOutcome::Applied(report) => {
-                    for path in &report.written {
-                        println!("changed {}", path.display());
-                    }
-                    for path in &report.created {
-                        println!("created {}", path.display());
-                    }
-                    for (from, to) in &report.renamed {
-                        println!("renamed {} -> {}", from.display(), to.display());
-                    }
-                    for path in &report.deleted {
-                        println!("deleted {}", path.display());
-                    }
-                }
-            }
-            Ok(())
-        }
+        } => run_rename(RenameArgs {
+            location,
+            new_name,
+            root,
+            dry_run,
+            yes,
+            server,
+            config,
+            log,
+        }),
         Command::Conformance {
             action,
             fixtures,
@@ -318,67 +263,214 @@ fn main() -> anyhow::Result<()> {
             replay,
             record_fixtures,
             command,
-        } => {
-            let runtime = tokio::runtime::Runtime::new()?;
-            match action {
-                Some(ConformanceAction::Bridge { socket }) => {
-                    runtime
-                        .block_on(acp_lsp::conformance::wire::bridge(&socket))
-                        .with_context(|| format!("bridge to {}", socket.display()))?;
-                    return Ok(());
-                }
-                Some(ConformanceAction::Agent {
-                    fixtures,
-                    scenarios,
-                    report,
-                }) => return conformance_agent(&runtime, &fixtures, &scenarios, report),
-                None => {}
-            }
-            let exe = std::env::current_exe().context("cannot find this executable")?;
-            let selected = conformance::suite::select(&fixtures, &scenarios)?;
-            let outcomes = runtime.block_on(async {
-                if record_fixtures {
-                    conformance::suite::record_all(&selected, &exe).await
-                } else if replay {
-                    conformance::suite::replay_all(&selected, &exe).await
-                } else {
-                    conformance::suite::normative_all(&selected, &exe, command).await
-                }
-            })?;
-            let json = serde_json::to_string_pretty(&outcomes)?;
-            if let Some(path) = &report {
-                std::fs::write(path, &json)
-                    .with_context(|| format!("cannot write {}", path.display()))?;
-            }
-            match format {
-                ReportFormat::Table => print!("{}", conformance::report::table(&outcomes)),
-                ReportFormat::Json => println!("{json}"),
-            }
-            std::process::exit(if outcomes.iter().all(|o| o.passed) {
-                0
-            } else {
-                1
-            });
+        } => run_conformance(ConformanceArgs {
+            action,
+            fixtures,
+            scenarios,
+            format,
+            report,
+            replay,
+            record_fixtures,
+            command,
+        }),
+        Command::Mcp { connect, log } => run_mcp(&connect, &log),
+        Command::Servers { dir, config } => run_servers(dir, config),
+    }
+}
+
+/// `acp-lsp proxy`.
+fn run_proxy(
+    config: Option<PathBuf>,
+    record: Option<PathBuf>,
+    lsp: LspMode,
+    lazy: bool,
+    mcp: McpMode,
+    log: &LogArgs,
+    agent: Vec<String>,
+) -> anyhow::Result<()> {
+    init_logging(log)?;
+    let config = Config::load(config.as_deref())?;
+    let recorder = record
+        .map(|path| {
+            Recorder::create(&path)
+                .with_context(|| format!("cannot create record file {}", path.display()))
+        })
+        .transpose()?;
+    let runtime = tokio::runtime::Runtime::new()?;
+    let code = runtime.block_on(proxy(config, recorder, lsp, lazy, mcp, agent))?;
+    std::process::exit(code);
+}
+
+/// `acp-lsp request`.
+fn run_request(
+    method: String,
+    params_json: &str,
+    root: Option<PathBuf>,
+    server: Option<String>,
+    config: Option<PathBuf>,
+    log: &LogArgs,
+) -> anyhow::Result<()> {
+    init_logging(log)?;
+    let config = Config::load(config.as_deref())?;
+    let params: serde_json::Value =
+        serde_json::from_str(params_json).context("PARAMS_JSON is not valid JSON")?;
+    let root = or_current_dir(root)?;
+    let runtime = tokio::runtime::Runtime::new()?;
+    let result = runtime.block_on(async {
+        let tool = OneShot::start(&root, config);
+        let file = params_file(&params);
+        let outcome = async {
+            let entry = tool.pick_server(server.as_deref(), file.as_deref()).await?;
+            let id = entry["serverId"].as_str().unwrap_or_default().to_string();
+            tool.request(&id, &method, params).await
         }
-        Command::Mcp { connect, log } => {
-            init_logging(&log)?;
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()?;
-            let outcome = runtime.block_on(acp_lsp::mcp::bridge::run(&connect));
-            // The blocked read of stdin would hold a plain drop of the runtime
-            // until the agent closes our stdin; the proxy's side is gone already.
-            runtime.shutdown_background();
-            outcome?;
-            Ok(())
-        }
-        Command::Servers { dir, config } => {
-            let config = Config::load(config.as_deref())?;
-            let dir = or_current_dir(dir)?;
-            print!("{}", acp_lsp::lsp::detect::health_report(&dir, &config));
-            Ok(())
+        .await;
+        tool.shutdown().await;
+        outcome
+    })?;
+    println!("{}", result.get());
+    Ok(())
+}
+
+struct RenameArgs {
+    location: FileLocation,
+    new_name: String,
+    root: Option<PathBuf>,
+    dry_run: bool,
+    yes: bool,
+    server: Option<String>,
+    config: Option<PathBuf>,
+    log: LogArgs,
+}
+
+/// `acp-lsp rename`.
+fn run_rename(args: RenameArgs) -> anyhow::Result<()> {
+    let RenameArgs {
+        location,
+        new_name,
+        root,
+        dry_run,
+        yes,
+        server,
+        config,
+        log,
+    } = args;
+    init_logging(&log)?;
+    let config = Config::load(config.as_deref())?;
+    let root = or_current_dir(root)?;
+    let runtime = tokio::runtime::Runtime::new()?;
+    let outcome = runtime.block_on(async {
+        let tool = OneShot::start(&root, config);
+        let outcome = tool
+            .rename(&location, &new_name, server.as_deref(), dry_run, yes)
+            .await;
+        tool.shutdown().await;
+        outcome
+    })?;
+    match outcome {
+        RenameOutcome::DryRun(diff) => print!("{diff}"),
+        RenameOutcome::Applied(report) => {
+            for path in &report.written {
+                println!("changed {}", path.display());
+            }
+            for path in &report.created {
+                println!("created {}", path.display());
+            }
+            for (from, to) in &report.renamed {
+                println!("renamed {} -> {}", from.display(), to.display());
+            }
+            for path in &report.deleted {
+                println!("deleted {}", path.display());
+            }
         }
     }
+    Ok(())
+}
+
+struct ConformanceArgs {
+    action: Option<ConformanceAction>,
+    fixtures: PathBuf,
+    scenarios: Vec<String>,
+    format: ReportFormat,
+    report: Option<PathBuf>,
+    replay: bool,
+    record_fixtures: bool,
+    command: Vec<std::ffi::OsString>,
+}
+
+/// `acp-lsp conformance`.
+fn run_conformance(args: ConformanceArgs) -> anyhow::Result<()> {
+    let ConformanceArgs {
+        action,
+        fixtures,
+        scenarios,
+        format,
+        report,
+        replay,
+        record_fixtures,
+        command,
+    } = args;
+    let runtime = tokio::runtime::Runtime::new()?;
+    match action {
+        Some(ConformanceAction::Bridge { socket }) => {
+            runtime
+                .block_on(acp_lsp::conformance::wire::bridge(&socket))
+                .with_context(|| format!("bridge to {}", socket.display()))?;
+            return Ok(());
+        }
+        Some(ConformanceAction::Agent {
+            fixtures,
+            scenarios,
+            report,
+        }) => return conformance_agent(&runtime, &fixtures, &scenarios, report),
+        None => {}
+    }
+    let exe = std::env::current_exe().context("cannot find this executable")?;
+    let selected = conformance::suite::select(&fixtures, &scenarios)?;
+    let outcomes = runtime.block_on(async {
+        if record_fixtures {
+            conformance::suite::record_all(&selected, &exe).await
+        } else if replay {
+            conformance::suite::replay_all(&selected, &exe).await
+        } else {
+            conformance::suite::normative_all(&selected, &exe, command).await
+        }
+    })?;
+    let json = serde_json::to_string_pretty(&outcomes)?;
+    if let Some(path) = &report {
+        std::fs::write(path, &json).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    match format {
+        ReportFormat::Table => print!("{}", conformance::report::table(&outcomes)),
+        ReportFormat::Json => println!("{json}"),
+    }
+    std::process::exit(if outcomes.iter().all(|o| o.passed) {
+        0
+    } else {
+        1
+    });
+}
+
+/// `acp-lsp mcp --connect`.
+fn run_mcp(connect: &std::path::Path, log: &LogArgs) -> anyhow::Result<()> {
+    init_logging(log)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let outcome = runtime.block_on(acp_lsp::mcp::bridge::run(connect));
+    // The blocked read of stdin would hold a plain drop of the runtime
+    // until the agent closes our stdin; the proxy's side is gone already.
+    runtime.shutdown_background();
+    outcome?;
+    Ok(())
+}
+
+/// `acp-lsp servers`.
+fn run_servers(dir: Option<PathBuf>, config: Option<PathBuf>) -> anyhow::Result<()> {
+    let config = Config::load(config.as_deref())?;
+    let dir = or_current_dir(dir)?;
+    print!("{}", acp_lsp::lsp::detect::health_report(&dir, &config));
+    Ok(())
 }
 
 /// `acp-lsp conformance agent`: stdout is the ACP connection to the host.
