@@ -107,6 +107,7 @@ async fn accept_loop(
                     return;
                 }
             };
+            tracing::info!(transport = "stdio", "MCP connection admitted");
             let tools = LspTools::new(gate, lease, editor, ready_wait);
             // The buffered reader goes on: bytes after the token line are MCP.
             match tools.serve((reader, write)).await {
