@@ -45,6 +45,8 @@ struct Cli {
 #[derive(clap::Args)]
 struct LogArgs {
     /// Log level or filter (tracing EnvFilter syntax), e.g. `info`, `acp_lsp=debug`.
+    /// A bare level is for acp-lsp's own lines; other crates stay at `warn`
+    /// unless named (`info,rmcp=debug`).
     #[arg(long, default_value = "warn", global = true)]
     log_level: String,
     /// Write logs to this file instead of stderr.
@@ -217,7 +219,13 @@ enum ReportFormat {
 
 fn init_logging(log: &LogArgs) -> anyhow::Result<()> {
     use tracing_subscriber::fmt::writer::BoxMakeWriter;
-    let filter = tracing_subscriber::EnvFilter::try_new(&log.log_level).map_err(|e| {
+    // A bare level is acp-lsp's story; the libraries it uses stay at `warn`
+    // unless named (`info,rmcp=info`).
+    let directives = match log.log_level.parse::<tracing::Level>() {
+        Ok(level) => format!("warn,acp_lsp={level}"),
+        Err(_) => log.log_level.clone(),
+    };
+    let filter = tracing_subscriber::EnvFilter::try_new(&directives).map_err(|e| {
         UsageError::new(format!(
             "--log-level {:?} is not a level or filter ({e}); try `info` or `acp_lsp=debug`",
             log.log_level
@@ -693,6 +701,7 @@ async fn proxy(
         }
     };
     let (eof_tx, eof_rx) = tokio::sync::oneshot::channel::<()>();
+    let sessions = Arc::clone(&gate);
     let relay = relay::run(
         gate,
         tokio::io::stdin(),
@@ -732,6 +741,10 @@ async fn proxy(
     };
     if end == RelayEnd::EditorGone && !editor_closed {
         let _ = child.start_kill();
+    }
+    // Sessions the editor never closed end with the proxy (their log line says so).
+    for session in sessions.sessions().all() {
+        sessions.close_session(session.id());
     }
     registry.shutdown().await;
     if let Some(recorder) = &recorder {

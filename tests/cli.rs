@@ -765,3 +765,38 @@ async fn conformance_says_each_scenario_as_it_finishes() {
         "no line for {scenario}:\n{err}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn debug_logs_each_request_with_its_server_outcome_and_time() {
+    let project = Project::c();
+    let params = json!({
+        "textDocument": { "uri": project.uri("src/main.c") },
+        "position": { "line": 3, "character": 16 },
+    });
+    let output = project
+        .run(
+            &[
+                "request",
+                "textDocument/definition",
+                &params.to_string(),
+                "--log-level",
+                "debug",
+                "--log-format",
+                "json",
+            ],
+            None,
+        )
+        .await;
+    assert_success(&output, "request --log-level debug --log-format json");
+    let err = stderr(&output);
+    let request = err
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .find(|e| e["message"] == "lsp/request")
+        .unwrap_or_else(|| panic!("no lsp/request line:\n{err}"));
+    assert_eq!(request["level"], "DEBUG", "{request}");
+    assert_eq!(request["method"], "textDocument/definition", "{request}");
+    assert_eq!(request["server"], "clangd", "{request}");
+    assert_eq!(request["outcome"], "ok", "{request}");
+    assert!(request["ms"].is_u64(), "{request}");
+}

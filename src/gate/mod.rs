@@ -272,7 +272,12 @@ impl<H: LspHost> Gate<H> {
         let session = self.sessions.insert(session_id, roots);
         tracing::info!(
             session = session_id,
-            roots = ?session.roots(),
+            roots = %session
+                .roots()
+                .iter()
+                .map(|root| root.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
             "session opened"
         );
         self.host.session_opened(&session);
