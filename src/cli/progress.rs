@@ -51,6 +51,7 @@ impl Progress {
         } else {
             Sink::Plain {
                 last: String::new(),
+                last_stage: String::new(),
                 last_at: None,
             }
         };
@@ -79,6 +80,8 @@ enum Sink {
     Plain {
         /// The last line printed, without its time.
         last: String,
+        /// What it was about.
+        last_stage: String,
         last_at: Option<Instant>,
     },
 }
@@ -86,13 +89,15 @@ enum Sink {
 impl Sink {
     fn bar() -> Sink {
         let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
-        let style = ProgressStyle::with_template("{spinner} {msg} [{elapsed}]")
+        let style = ProgressStyle::with_template("{spinner} {elapsed:>3} {wide_msg}")
             .unwrap_or_else(|_| ProgressStyle::default_spinner());
         bar.set_style(style);
         Sink::Bar(bar)
     }
 
-    fn show(&mut self, line: &str, elapsed: Duration) {
+    /// Shows `line`; `stage` is what it is about (the activity, each busy
+    /// server's state and work title, without counts and messages).
+    fn show(&mut self, line: &str, stage: &str, elapsed: Duration) {
         match self {
             Sink::Bar(bar) => {
                 if bar.message() != line {
@@ -103,12 +108,17 @@ impl Sink {
                 }
                 bar.enable_steady_tick(SPINNER_TICK);
             }
-            Sink::Plain { last, last_at } => {
-                let changed = stage(last) != stage(line);
+            Sink::Plain {
+                last,
+                last_stage,
+                last_at,
+            } => {
+                let changed = last_stage != stage;
                 let due = last_at.is_none_or(|at| at.elapsed() >= PLAIN_INTERVAL);
                 if line != last && (changed || due) {
                     eprintln!("acp-lsp: {line} ({:.1} s)", elapsed.as_secs_f64());
                     *last = line.to_string();
+                    *last_stage = stage.to_string();
                     *last_at = Some(Instant::now());
                 }
             }
@@ -120,11 +130,6 @@ impl Sink {
             bar.finish_and_clear();
         }
     }
-}
-
-/// What a line is about, without its counts: a change of it is always shown.
-fn stage(line: &str) -> String {
-    line.chars().filter(|c| !c.is_ascii_digit()).collect()
 }
 
 async fn report(
@@ -141,8 +146,8 @@ async fn report(
     }
     let mut refresh = tokio::time::interval(REFRESH);
     loop {
-        let line = describe(&activity.borrow(), registry.as_deref());
-        sink.show(&line, started.elapsed());
+        let (line, stage) = describe(&activity.borrow(), registry.as_deref());
+        sink.show(&line, &stage, started.elapsed());
         tokio::select! {
             _ = refresh.tick() => {}
             _ = stop.cancelled() => break,
@@ -151,22 +156,38 @@ async fn report(
     sink.finish();
 }
 
-/// "ACTIVITY: SERVER: WHAT IT DOES" for each server not yet ready.
-fn describe(activity: &str, registry: Option<&Registry>) -> String {
+/// The longest part of a server's progress message shown (rust-analyzer's
+/// name whole paths).
+const MAX_MESSAGE_CHARS: usize = 60;
+
+/// "ACTIVITY · SERVER: WHAT IT DOES" for each server not yet ready, and the
+/// line's stage: the same without progress messages and percentages.
+fn describe(activity: &str, registry: Option<&Registry>) -> (String, String) {
     let mut busy: Vec<String> = Vec::new();
+    let mut stage = activity.to_string();
     let mut servers = registry.map(Registry::all_servers).unwrap_or_default();
     servers.sort_by(|a, b| a.spec().config.name.cmp(&b.spec().config.name));
     for server in servers {
         let status = server.status();
         let name = &server.spec().config.name;
+        if matches!(status.state, ServerState::Ready | ServerState::Stopped) {
+            continue;
+        }
+        stage.push_str(&format!(
+            " · {name}: {} {}",
+            status.state.as_str(),
+            status.progress.as_ref().map_or("", |p| p.title.as_str())
+        ));
         let doing = match status.state {
-            ServerState::Ready | ServerState::Stopped => continue,
             ServerState::Indexing => match &status.progress {
                 Some(progress) => {
                     let mut text = progress.title.clone();
                     if let Some(message) = &progress.message {
                         text.push(' ');
-                        text.push_str(message);
+                        text.extend(message.chars().take(MAX_MESSAGE_CHARS));
+                        if message.chars().count() > MAX_MESSAGE_CHARS {
+                            text.push('…');
+                        }
                     }
                     if let Some(percentage) = progress.percentage {
                         text.push_str(&format!(" ({percentage}%)"));
@@ -186,9 +207,10 @@ fn describe(activity: &str, registry: Option<&Registry>) -> String {
         };
         busy.push(format!("{name}: {doing}"));
     }
-    if busy.is_empty() {
+    let line = if busy.is_empty() {
         activity.to_string()
     } else {
         format!("{activity} · {}", busy.join(" · "))
-    }
+    };
+    (line, stage)
 }
