@@ -58,6 +58,24 @@ impl Project {
         Project { dir, root }
     }
 
+    /// A copy of `examples/sample-project` (a Rust crate), served by rust-analyzer.
+    fn rust() -> Project {
+        require("rust-analyzer", "rustup component add rust-analyzer");
+        let dir = tempfile::Builder::new()
+            .prefix("acp-lsp-cli-")
+            .tempdir()
+            .expect("create a temporary directory");
+        let copy = dir.path().join("project");
+        std::fs::create_dir_all(&copy).expect("create the project directory");
+        std::fs::create_dir_all(dir.path().join("config")).expect("create the config home");
+        copy_tree(
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/sample-project"),
+            &copy,
+        );
+        let root = copy.canonicalize().expect("canonicalize the copy");
+        Project { dir, root }
+    }
+
     fn path(&self, file: &str) -> PathBuf {
         self.root.join(file)
     }
@@ -799,4 +817,26 @@ async fn debug_logs_each_request_with_its_server_outcome_and_time() {
     assert_eq!(request["server"], "clangd", "{request}");
     assert_eq!(request["outcome"], "ok", "{request}");
     assert!(request["ms"].is_u64(), "{request}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rename_to_the_current_name_says_there_is_nothing_to_change() {
+    // rust-analyzer answers a rename to the same name with an edit that
+    // changes nothing (clangd refuses it: see above).
+    let project = Project::rust();
+    let before = snapshot_tree(&project.root, &["target"]);
+    let output = project
+        .run(&["rename", "src/greet.rs:4:8", "greeting"], None)
+        .await;
+    assert_success(&output, "rename to the current name");
+    assert_eq!(
+        stdout(&output),
+        "",
+        "nothing was changed, so nothing is listed"
+    );
+    assert_eq!(
+        stderr(&output),
+        "nothing to change: the symbol at src/greet.rs:4:8 is already named greeting\n"
+    );
+    assert_eq!(snapshot_tree(&project.root, &["target"]), before);
 }
