@@ -840,3 +840,39 @@ async fn a_rename_to_the_current_name_says_there_is_nothing_to_change() {
     );
     assert_eq!(snapshot_tree(&project.root, &["target"]), before);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_limit_hit_is_logged() {
+    let project = Project::c();
+    // Nested past the gate's depth limit (64), within serde_json's (128).
+    let mut params = json!({ "textDocument": { "uri": project.uri("src/main.c") } });
+    for _ in 0..100 {
+        params = json!({ "textDocument": { "uri": project.uri("src/main.c") }, "deep": params });
+    }
+    let output = project
+        .run(
+            &[
+                "request",
+                "textDocument/hover",
+                &params.to_string(),
+                "--log-format",
+                "json",
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(code(&output), 1, "{}", stderr(&output));
+    let err = stderr(&output);
+    let limit = err
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .find(|e| {
+            e["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("limit hit"))
+        })
+        .unwrap_or_else(|| panic!("no limit line:\n{err}"));
+    assert_eq!(limit["level"], "WARN", "{limit}");
+    assert_eq!(limit["limit"], "max_depth", "{limit}");
+    assert_eq!(limit["value"], 64, "{limit}");
+}
