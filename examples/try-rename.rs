@@ -79,7 +79,7 @@ async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let (acp_lsp, agent) = binaries(&args)?;
 
-    let temp;
+    let mut temp = None;
     let workdir = match &args.workdir {
         Some(dir) => {
             if dir.exists() {
@@ -88,8 +88,10 @@ async fn main() -> anyhow::Result<()> {
             dir.clone()
         }
         None => {
-            temp = tempfile::Builder::new().prefix("try-rename-").tempdir()?;
-            temp.path().join("project")
+            let dir = tempfile::Builder::new().prefix("try-rename-").tempdir()?;
+            let project = dir.path().join("project");
+            temp = Some(dir);
+            project
         }
     };
     copy_tree(&args.project, &workdir)
@@ -99,8 +101,14 @@ async fn main() -> anyhow::Result<()> {
     let workdir = workdir.canonicalize()?;
     println!("acp-lsp:  {}", acp_lsp.display());
     println!("agent:    {}", agent.display());
+    // A temporary copy is gone when this exits: say so, and how to keep one.
+    let lifetime = if temp.is_some() {
+        ", removed at exit; pass --workdir DIR to keep it"
+    } else {
+        ""
+    };
     println!(
-        "project:  {} (a copy of {})",
+        "project:  {} (a copy of {}{lifetime})",
         workdir.display(),
         args.project.display()
     );
@@ -147,6 +155,13 @@ async fn main() -> anyhow::Result<()> {
             "workdir": workdir,
         });
         std::fs::write(path, serde_json::to_string_pretty(&report)?)?;
+    }
+    if let Some(temp) = temp {
+        let path = temp.path().display().to_string();
+        match temp.close() {
+            Ok(()) => println!("removed {path}"),
+            Err(e) => eprintln!("could not remove {path}: {e}"),
+        }
     }
     let stop_reason = outcome?;
     if seen.writes.is_empty() {

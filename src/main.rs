@@ -1,27 +1,40 @@
 //! The `acp-lsp` command line.
 
 use acp_lsp::acp::relay::{self, LspMode, RelayEnd, RelayOptions};
+use acp_lsp::cli::progress::Progress;
+use acp_lsp::cli::UsageError;
 use acp_lsp::conformance;
 use acp_lsp::gate::Gate;
 use acp_lsp::lsp::config::Config;
 use acp_lsp::lsp::registry::{Registry, RegistryOptions};
 use acp_lsp::mcp::McpMode;
-use acp_lsp::oneshot::{params_file, FileLocation, OneShot, RenameOutcome};
+use acp_lsp::oneshot::{
+    params_file, FileLocation, OneShot, OneShotError, RenameError, RenameOutcome,
+};
 use acp_lsp::record::Recorder;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use std::path::PathBuf;
-use std::process::Stdio;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::{ExitCode, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
 /// How long the agent may take to exit after its input is closed.
 const AGENT_EXIT_GRACE: Duration = Duration::from_secs(5);
 
+/// What `--version` says: this program, and the protocols it speaks.
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    "\nACP protocol versions: 1, and 2 (draft)",
+    "\nRFD: LSP over ACP, `lsp/servers` and `lsp/request` (rfd/lsp-over-acp.md, from the ACP RFD \"LSP proxy methods\"); also as _lsp/* and _zed.dev/lsp/*",
+    "\nMCP: streamable HTTP and stdio (tools over the same gate)",
+);
+
 #[derive(Parser)]
 #[command(
     name = "acp-lsp",
-    version,
+    version = VERSION,
     about = "Gives ACP coding agents real language-server intelligence"
 )]
 struct Cli {
@@ -32,11 +45,23 @@ struct Cli {
 #[derive(clap::Args)]
 struct LogArgs {
     /// Log level or filter (tracing EnvFilter syntax), e.g. `info`, `acp_lsp=debug`.
+    /// A bare level is for acp-lsp's own lines; other crates stay at `warn`
+    /// unless named (`info,rmcp=debug`).
     #[arg(long, default_value = "warn", global = true)]
     log_level: String,
     /// Write logs to this file instead of stderr.
     #[arg(long, global = true)]
     log_file: Option<PathBuf>,
+    /// `text`: one line per event for people; `json`: one JSON object per
+    /// event (fields and spans as members) for machines.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text, global = true)]
+    log_format: LogFormat,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Subcommand)]
@@ -79,6 +104,7 @@ enum Command {
         /// The server to ask, by name (default: the one for the file the params name).
         #[arg(long)]
         server: Option<String>,
+        /// Config file (default: $XDG_CONFIG_HOME/acp-lsp/config.toml).
         #[arg(long)]
         config: Option<PathBuf>,
         #[command(flatten)]
@@ -93,6 +119,7 @@ enum Command {
     Rename {
         /// Where the symbol is: FILE:LINE:COL.
         location: FileLocation,
+        /// The symbol's new name, as it should appear in the code.
         new_name: String,
         /// The session root; edits outside it are refused (default: the current folder).
         #[arg(long)]
@@ -106,6 +133,7 @@ enum Command {
         /// The server to ask, by name (default: the one for the file).
         #[arg(long)]
         server: Option<String>,
+        /// Config file (default: $XDG_CONFIG_HOME/acp-lsp/config.toml).
         #[arg(long)]
         config: Option<PathBuf>,
         #[command(flatten)]
@@ -155,6 +183,7 @@ enum Command {
     Servers {
         /// The folder (default: the current one).
         dir: Option<PathBuf>,
+        /// Config file (default: $XDG_CONFIG_HOME/acp-lsp/config.toml).
         #[arg(long)]
         config: Option<PathBuf>,
     },
@@ -188,35 +217,97 @@ enum ReportFormat {
     Json,
 }
 
-/// A folder argument, or the current folder when it is absent.
-fn or_current_dir(dir: Option<PathBuf>) -> std::io::Result<PathBuf> {
-    dir.map_or_else(std::env::current_dir, Ok)
-}
-
 fn init_logging(log: &LogArgs) -> anyhow::Result<()> {
-    let filter = tracing_subscriber::EnvFilter::try_new(&log.log_level)
-        .with_context(|| format!("invalid --log-level {:?}", log.log_level))?;
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
-    match &log.log_file {
+    use tracing_subscriber::fmt::writer::BoxMakeWriter;
+    // A bare level is acp-lsp's story; the libraries it uses stay at `warn`
+    // unless named (`info,rmcp=info`).
+    let directives = match log.log_level.parse::<tracing::Level>() {
+        Ok(level) => format!("warn,acp_lsp={level}"),
+        Err(_) => log.log_level.clone(),
+    };
+    let filter = tracing_subscriber::EnvFilter::try_new(&directives).map_err(|e| {
+        UsageError::new(format!(
+            "--log-level {:?} is not a level or filter ({e}); try `info` or `acp_lsp=debug`",
+            log.log_level
+        ))
+    })?;
+    let (writer, ansi) = match &log.log_file {
         Some(path) => {
             let file = std::fs::OpenOptions::new()
                 .create(true)
                 .append(true)
                 .open(path)
                 .with_context(|| format!("cannot open log file {}", path.display()))?;
-            builder
-                .with_ansi(false)
-                .with_writer(std::sync::Mutex::new(file))
-                .init();
+            (BoxMakeWriter::new(std::sync::Mutex::new(file)), false)
         }
         // Never stdout: stdout carries the protocol.
-        None => builder.with_writer(std::io::stderr).init(),
+        None => (
+            BoxMakeWriter::new(std::io::stderr),
+            std::io::stderr().is_terminal(),
+        ),
+    };
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(writer);
+    match log.log_format {
+        LogFormat::Text => builder.with_ansi(ansi).init(),
+        LogFormat::Json => builder
+            .json()
+            .flatten_event(true)
+            .with_current_span(true)
+            .with_span_list(false)
+            .init(),
     }
     Ok(())
 }
 
-fn main() -> anyhow::Result<()> {
+/// The config file: the one given (which must exist), else the user's.
+fn load_config(explicit: Option<&Path>) -> anyhow::Result<Config> {
+    if let Some(path) = explicit.filter(|p| !p.is_file()) {
+        return Err(UsageError::new(format!(
+            "--config {}: no such file (the default is $XDG_CONFIG_HOME/acp-lsp/config.toml)",
+            path.display()
+        ))
+        .into());
+    }
+    Ok(Config::load(explicit)?)
+}
+
+/// Exit code 2: the command was called wrongly (as clap's own usage errors).
+const EXIT_USAGE: u8 = 2;
+/// Exit code 1: something failed.
+const EXIT_FAILURE: u8 = 1;
+
+/// Whether an error is a usage error: the user called the command wrongly.
+fn is_usage(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| {
+        cause.is::<UsageError>()
+            || cause
+                .downcast_ref::<RenameError>()
+                .is_some_and(RenameError::is_usage)
+            || cause
+                .downcast_ref::<OneShotError>()
+                .is_some_and(OneShotError::is_usage)
+    })
+}
+
+fn main() -> ExitCode {
     let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => code,
+        // The one place errors reach people: each cause once, no backtrace.
+        Err(error) => {
+            eprint!("{}", acp_lsp::cli::render(error.as_ref()));
+            ExitCode::from(if is_usage(&error) {
+                EXIT_USAGE
+            } else {
+                EXIT_FAILURE
+            })
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Proxy {
             config,
@@ -226,19 +317,7 @@ fn main() -> anyhow::Result<()> {
             mcp,
             log,
             agent,
-        } => {
-            init_logging(&log)?;
-            let config = Config::load(config.as_deref())?;
-            let recorder = record
-                .map(|path| {
-                    Recorder::create(&path)
-                        .with_context(|| format!("cannot create record file {}", path.display()))
-                })
-                .transpose()?;
-            let runtime = tokio::runtime::Runtime::new()?;
-            let code = runtime.block_on(proxy(config, recorder, lsp, lazy, mcp, agent))?;
-            std::process::exit(code);
-        }
+        } => run_proxy(config, record, lsp, lazy, mcp, &log, agent),
         Command::Request {
             method,
             params_json,
@@ -246,27 +325,7 @@ fn main() -> anyhow::Result<()> {
             server,
             config,
             log,
-        } => {
-            init_logging(&log)?;
-            let config = Config::load(config.as_deref())?;
-            let params: serde_json::Value =
-                serde_json::from_str(&params_json).context("PARAMS_JSON is not valid JSON")?;
-            let root = or_current_dir(root)?;
-            let runtime = tokio::runtime::Runtime::new()?;
-            let result = runtime.block_on(async {
-                let tool = OneShot::start(&root, config);
-                let file = params_file(&params);
-                let outcome = async {
-                    let entry = tool.pick_server(server.as_deref(), file.as_deref()).await?;
-                    tool.request(&entry.server_id, &method, params).await
-                }
-                .await;
-                tool.shutdown().await;
-                outcome
-            })?;
-            println!("{}", result.get());
-            Ok(())
-        }
+        } => run_request(method, &params_json, root, server, config, &log),
         Command::Rename {
             location,
             new_name,
@@ -276,38 +335,16 @@ fn main() -> anyhow::Result<()> {
             server,
             config,
             log,
-        } => {
-            init_logging(&log)?;
-            let config = Config::load(config.as_deref())?;
-            let root = or_current_dir(root)?;
-            let runtime = tokio::runtime::Runtime::new()?;
-            let outcome = runtime.block_on(async {
-                let tool = OneShot::start(&root, config);
-                let outcome = tool
-                    .rename(&location, &new_name, server.as_deref(), dry_run, yes)
-                    .await;
-                tool.shutdown().await;
-                outcome
-            })?;
-            match outcome {
-                RenameOutcome::DryRun(diff) => print!("{diff}"),
-                RenameOutcome::Applied(report) => {
-                    for path in &report.written {
-                        println!("changed {}", path.display());
-                    }
-                    for path in &report.created {
-                        println!("created {}", path.display());
-                    }
-                    for (from, to) in &report.renamed {
-                        println!("renamed {} -> {}", from.display(), to.display());
-                    }
-                    for path in &report.deleted {
-                        println!("deleted {}", path.display());
-                    }
-                }
-            }
-            Ok(())
-        }
+        } => run_rename(RenameArgs {
+            location,
+            new_name,
+            root,
+            dry_run,
+            yes,
+            server,
+            config,
+            log,
+        }),
         Command::Conformance {
             action,
             fixtures,
@@ -317,66 +354,268 @@ fn main() -> anyhow::Result<()> {
             replay,
             record_fixtures,
             command,
-        } => {
-            let runtime = tokio::runtime::Runtime::new()?;
-            match action {
-                Some(ConformanceAction::Bridge { socket }) => {
-                    runtime
-                        .block_on(acp_lsp::conformance::wire::bridge(&socket))
-                        .with_context(|| format!("bridge to {}", socket.display()))?;
-                    return Ok(());
-                }
-                Some(ConformanceAction::Agent {
-                    fixtures,
-                    scenarios,
-                    report,
-                }) => return conformance_agent(&runtime, &fixtures, &scenarios, report),
-                None => {}
-            }
-            let exe = std::env::current_exe().context("cannot find this executable")?;
-            let selected = conformance::suite::select(&fixtures, &scenarios)?;
-            let outcomes = runtime.block_on(async {
-                if record_fixtures {
-                    conformance::suite::record_all(&selected, &exe).await
-                } else if replay {
-                    conformance::suite::replay_all(&selected, &exe).await
-                } else {
-                    conformance::suite::normative_all(&selected, &exe, command).await
-                }
-            })?;
-            let json = serde_json::to_string_pretty(&outcomes)?;
-            if let Some(path) = &report {
-                std::fs::write(path, &json)
-                    .with_context(|| format!("cannot write {}", path.display()))?;
-            }
-            match format {
-                ReportFormat::Table => print!("{}", conformance::report::table(&outcomes)),
-                ReportFormat::Json => println!("{json}"),
-            }
-            std::process::exit(if outcomes.iter().all(|o| o.passed) {
-                0
-            } else {
-                1
-            });
+        } => run_conformance(ConformanceArgs {
+            action,
+            fixtures,
+            scenarios,
+            format,
+            report,
+            replay,
+            record_fixtures,
+            command,
+        }),
+        Command::Mcp { connect, log } => run_mcp(&connect, &log),
+        Command::Servers { dir, config } => run_servers(dir, config),
+    }
+}
+
+/// `acp-lsp proxy`.
+fn run_proxy(
+    config: Option<PathBuf>,
+    record: Option<PathBuf>,
+    lsp: LspMode,
+    lazy: bool,
+    mcp: McpMode,
+    log: &LogArgs,
+    agent: Vec<String>,
+) -> anyhow::Result<ExitCode> {
+    init_logging(log)?;
+    let config = load_config(config.as_deref())?;
+    let recorder = record
+        .map(|path| {
+            Recorder::create(&path)
+                .with_context(|| format!("cannot create record file {}", path.display()))
+        })
+        .transpose()?;
+    let runtime = tokio::runtime::Runtime::new()?;
+    let code = runtime.block_on(proxy(config, recorder, lsp, lazy, mcp, agent))?;
+    std::process::exit(code);
+}
+
+/// `acp-lsp request`.
+fn run_request(
+    method: String,
+    params_json: &str,
+    root: Option<PathBuf>,
+    server: Option<String>,
+    config: Option<PathBuf>,
+    log: &LogArgs,
+) -> anyhow::Result<ExitCode> {
+    init_logging(log)?;
+    let config = load_config(config.as_deref())?;
+    let params: serde_json::Value = serde_json::from_str(params_json)
+        .map_err(|e| UsageError::new(format!("PARAMS_JSON is not valid JSON: {e}")))?;
+    let root = existing_dir(root, "--root")?;
+    let runtime = tokio::runtime::Runtime::new()?;
+    let result = runtime.block_on(async {
+        let tool = OneShot::start(&root, config);
+        let progress = Progress::start(method.clone(), Some(Arc::clone(tool.registry())));
+        let file = params_file(&params);
+        let outcome = async {
+            let entry = tool.pick_server(server.as_deref(), file.as_deref()).await?;
+            tool.request(&entry.server_id, &method, params).await
         }
-        Command::Mcp { connect, log } => {
-            init_logging(&log)?;
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()?;
-            let outcome = runtime.block_on(acp_lsp::mcp::bridge::run(&connect));
-            // The blocked read of stdin would hold a plain drop of the runtime
-            // until the agent closes our stdin; the proxy's side is gone already.
-            runtime.shutdown_background();
-            outcome?;
-            Ok(())
+        .await;
+        progress.set_activity("stopping the language server");
+        tool.shutdown().await;
+        progress.finish().await;
+        outcome
+    })?;
+    println!("{}", result.get());
+    Ok(ExitCode::SUCCESS)
+}
+
+struct RenameArgs {
+    location: FileLocation,
+    new_name: String,
+    root: Option<PathBuf>,
+    dry_run: bool,
+    yes: bool,
+    server: Option<String>,
+    config: Option<PathBuf>,
+    log: LogArgs,
+}
+
+/// `acp-lsp rename`.
+fn run_rename(args: RenameArgs) -> anyhow::Result<ExitCode> {
+    let RenameArgs {
+        location,
+        new_name,
+        root,
+        dry_run,
+        yes,
+        server,
+        config,
+        log,
+    } = args;
+    init_logging(&log)?;
+    let config = load_config(config.as_deref())?;
+    let root = existing_dir(root, "--root")?;
+    let runtime = tokio::runtime::Runtime::new()?;
+    let outcome = runtime.block_on(async {
+        let tool = OneShot::start(&root, config);
+        let progress = Progress::start(
+            format!("rename {location} → {new_name}"),
+            Some(Arc::clone(tool.registry())),
+        );
+        let outcome = tool
+            .rename(&location, &new_name, server.as_deref(), dry_run, yes)
+            .await;
+        progress.set_activity("stopping the language server");
+        tool.shutdown().await;
+        progress.finish().await;
+        outcome
+    })?;
+    match outcome {
+        RenameOutcome::DryRun(diff) => print!("{diff}"),
+        RenameOutcome::Applied(report) => {
+            for path in &report.written {
+                println!("changed {}", path.display());
+            }
+            for path in &report.created {
+                println!("created {}", path.display());
+            }
+            for (from, to) in &report.renamed {
+                println!("renamed {} -> {}", from.display(), to.display());
+            }
+            for path in &report.deleted {
+                println!("deleted {}", path.display());
+            }
         }
-        Command::Servers { dir, config } => {
-            let config = Config::load(config.as_deref())?;
-            let dir = or_current_dir(dir)?;
-            print!("{}", acp_lsp::lsp::detect::health_report(&dir, &config));
-            Ok(())
+        RenameOutcome::Unchanged => {
+            eprintln!("nothing to change: the symbol at {location} is already named {new_name}");
         }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+struct ConformanceArgs {
+    action: Option<ConformanceAction>,
+    fixtures: PathBuf,
+    scenarios: Vec<String>,
+    format: ReportFormat,
+    report: Option<PathBuf>,
+    replay: bool,
+    record_fixtures: bool,
+    command: Vec<std::ffi::OsString>,
+}
+
+/// `acp-lsp conformance`.
+fn run_conformance(args: ConformanceArgs) -> anyhow::Result<ExitCode> {
+    let ConformanceArgs {
+        action,
+        fixtures,
+        scenarios,
+        format,
+        report,
+        replay,
+        record_fixtures,
+        command,
+    } = args;
+    let runtime = tokio::runtime::Runtime::new()?;
+    match action {
+        Some(ConformanceAction::Bridge { socket }) => {
+            runtime
+                .block_on(acp_lsp::conformance::wire::bridge(&socket))
+                .with_context(|| format!("bridge to {}", socket.display()))?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        Some(ConformanceAction::Agent {
+            fixtures,
+            scenarios,
+            report,
+        }) => return conformance_agent(&runtime, &fixtures, &scenarios, report),
+        None => {}
+    }
+    let exe = std::env::current_exe().context("cannot find this executable")?;
+    if !fixtures.is_dir() {
+        return Err(UsageError::new(format!(
+            "--fixtures {}: no such folder (run from the acp-lsp checkout, or pass --fixtures)",
+            fixtures.display()
+        ))
+        .into());
+    }
+    let selected = conformance::suite::select(&fixtures, &scenarios)?;
+    let total = selected.len();
+    let mut done = 0;
+    // One line per scenario as it finishes: a run takes seconds per scenario.
+    let finished = |outcome: &conformance::report::Outcome| {
+        done += 1;
+        eprintln!(
+            "conformance [{done}/{total}] {outcome} in {:.1} s",
+            outcome.millis as f64 / 1000.0
+        );
+    };
+    let outcomes = runtime.block_on(async {
+        if record_fixtures {
+            conformance::suite::record_all(&selected, &exe, finished).await
+        } else if replay {
+            conformance::suite::replay_all(&selected, &exe, finished).await
+        } else {
+            conformance::suite::normative_all(&selected, &exe, command, finished).await
+        }
+    })?;
+    let json = serde_json::to_string_pretty(&outcomes)?;
+    if let Some(path) = &report {
+        std::fs::write(path, &json).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    match format {
+        ReportFormat::Table => print!("{}", conformance::report::table(&outcomes)),
+        ReportFormat::Json => println!("{json}"),
+    }
+    Ok(if outcomes.iter().all(|o| o.passed) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// `acp-lsp mcp --connect`.
+fn run_mcp(connect: &std::path::Path, log: &LogArgs) -> anyhow::Result<ExitCode> {
+    init_logging(log)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let outcome = runtime.block_on(acp_lsp::mcp::bridge::run(connect));
+    // The blocked read of stdin would hold a plain drop of the runtime
+    // until the agent closes our stdin; the proxy's side is gone already.
+    runtime.shutdown_background();
+    outcome?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `acp-lsp servers`.
+fn run_servers(dir: Option<PathBuf>, config: Option<PathBuf>) -> anyhow::Result<ExitCode> {
+    let config = load_config(config.as_deref())?;
+    let dir = existing_dir(dir, "the folder")?;
+    let runtime = tokio::runtime::Runtime::new()?;
+    // Detection walks the folder: a big tree takes a while.
+    let report = runtime.block_on(async {
+        let progress = Progress::start(format!("looking for projects in {}", dir.display()), None);
+        let scan =
+            tokio::task::spawn_blocking(move || acp_lsp::lsp::detect::health_report(&dir, &config))
+                .await;
+        progress.finish().await;
+        scan
+    })?;
+    print!("{report}");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A folder argument that must exist (`what` names it in the error), or the
+/// current folder when it is absent.
+fn existing_dir(dir: Option<PathBuf>, what: &str) -> anyhow::Result<PathBuf> {
+    let Some(dir) = dir else {
+        return Ok(std::env::current_dir()?);
+    };
+    match std::fs::metadata(&dir) {
+        Ok(meta) if meta.is_dir() => Ok(dir),
+        Ok(_) => Err(UsageError::new(format!(
+            "{what} {} is a file, not a folder; give the project's folder",
+            dir.display()
+        ))
+        .into()),
+        Err(e) => Err(UsageError::new(format!("{what} {}: {e}", dir.display())).into()),
     }
 }
 
@@ -386,7 +625,7 @@ fn conformance_agent(
     fixtures: &std::path::Path,
     names: &[String],
     report: Option<PathBuf>,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<ExitCode> {
     let selected = conformance::suite::select(fixtures, names)?;
     let mut report_error = None;
     let outcomes = runtime.block_on(conformance::drive::serve_host(
@@ -409,11 +648,11 @@ fn conformance_agent(
     if let Some(e) = report_error {
         anyhow::bail!(e);
     }
-    std::process::exit(if outcomes.iter().all(|o| o.passed) {
-        0
+    Ok(if outcomes.iter().all(|o| o.passed) {
+        ExitCode::SUCCESS
     } else {
-        1
-    });
+        ExitCode::FAILURE
+    })
 }
 
 async fn proxy(
@@ -436,6 +675,7 @@ async fn proxy(
     let mut child = command
         .spawn()
         .with_context(|| format!("cannot start agent {program:?}"))?;
+    tracing::info!(command = %agent.join(" "), pid = child.id().unwrap_or_default(), "agent spawned");
     let agent_in = child.stdin.take().context("BUG: agent stdin is piped")?;
     let agent_out = child.stdout.take().context("BUG: agent stdout is piped")?;
 
@@ -461,6 +701,7 @@ async fn proxy(
         }
     };
     let (eof_tx, eof_rx) = tokio::sync::oneshot::channel::<()>();
+    let sessions = Arc::clone(&gate);
     let relay = relay::run(
         gate,
         tokio::io::stdin(),
@@ -501,6 +742,10 @@ async fn proxy(
     if end == RelayEnd::EditorGone && !editor_closed {
         let _ = child.start_kill();
     }
+    // Sessions the editor never closed end with the proxy (their log line says so).
+    for session in sessions.sessions().all() {
+        sessions.close_session(session.id());
+    }
     registry.shutdown().await;
     if let Some(recorder) = &recorder {
         recorder.sync();
@@ -512,6 +757,10 @@ async fn proxy(
             None
         }
     };
+    match &status {
+        Some(status) => tracing::info!(%status, "agent exited"),
+        None => tracing::warn!("agent killed: it did not exit in time"),
+    }
     Ok(status.and_then(|s| s.code()).unwrap_or(1))
 }
 

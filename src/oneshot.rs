@@ -22,18 +22,57 @@ pub const READY_WAIT: Duration = Duration::from_secs(120);
 #[derive(Debug, thiserror::Error)]
 pub enum OneShotError {
     #[error(
-        "no running language server for {what}; `acp-lsp servers {root}` shows what would run"
+        "no language server handles {what} under {root}; `acp-lsp servers {root}` shows what would run"
     )]
     NoServer { what: String, root: String },
+    #[error("{}", unknown_server_text(name, known, root))]
+    UnknownServerName {
+        name: String,
+        /// The servers this root has.
+        known: Vec<String>,
+        root: String,
+    },
     /// The gate's answer, typed: callers match variants, never reasons.
-    #[error("{error}")]
+    /// Shown to people as the error's message (for a server error, the
+    /// server's own), after the server's name when it came from one.
+    #[error("{}{error}", server.as_deref().map(|s| format!("{s}: ")).unwrap_or_default())]
     Gate {
         error: GateError,
         /// The LSP method concerned, when known.
         method: Option<String>,
+        /// The server's name, when the error came from one.
+        server: Option<Box<str>>,
     },
     #[error("unexpected response from the gate: {0}")]
     Protocol(String),
+}
+
+fn unknown_server_text(name: &str, known: &[String], root: &str) -> String {
+    if known.is_empty() {
+        format!("no server named {name:?}: no language server runs under {root} (`acp-lsp servers {root}` shows why)")
+    } else {
+        format!(
+            "no server named {name:?} under {root}; choose one of: {}",
+            known.join(", ")
+        )
+    }
+}
+
+impl OneShotError {
+    /// Whether the command was called wrongly (a name that is not one of
+    /// the choices) rather than something failing.
+    pub fn is_usage(&self) -> bool {
+        matches!(
+            self,
+            OneShotError::UnknownServerName { .. } | OneShotError::NoServer { .. }
+        ) || matches!(
+            self,
+            OneShotError::Gate {
+                error: GateError::Confined(_),
+                ..
+            }
+        )
+    }
 }
 
 /// Requests through the gate for one session: the CLI's own session over one
@@ -115,6 +154,10 @@ impl OneShot {
         &self.gate
     }
 
+    pub fn registry(&self) -> &Arc<Registry> {
+        &self.registry
+    }
+
     /// Calls the gate and returns the raw result (for `lsp/request`, the
     /// server's result: what the agent gets as `lspResult`).
     pub async fn call(
@@ -130,8 +173,31 @@ impl OneShot {
             .await
         {
             Ok(reply) => Ok(reply.result),
-            Err((error, method)) => Err(OneShotError::Gate { error, method }),
+            Err((error, method)) => {
+                let server = if matches!(error, GateError::ServerError { .. }) {
+                    self.server_name(&params)
+                } else {
+                    None
+                };
+                Err(OneShotError::Gate {
+                    error,
+                    method,
+                    server,
+                })
+            }
         }
+    }
+
+    /// The name of the server an `lsp/request`'s params address.
+    fn server_name(&self, params: &RawValue) -> Option<Box<str>> {
+        #[derive(serde::Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Addressed {
+            server_id: String,
+        }
+        let addressed: Addressed = serde_json::from_str(params.get()).ok()?;
+        let server = self.registry.server(&addressed.server_id)?;
+        Some(server.spec().config.name.as_str().into())
     }
 
     /// The `lsp/servers` entries.
@@ -143,6 +209,7 @@ impl OneShot {
             .map_err(|error| OneShotError::Gate {
                 error,
                 method: None,
+                server: None,
             })
     }
 
@@ -154,6 +221,15 @@ impl OneShot {
         file: Option<&Path>,
     ) -> Result<ServerEntry, OneShotError> {
         let servers = self.servers().await?;
+        if let Some(name) = name.filter(|n| !servers.iter().any(|s| s.name == *n)) {
+            let mut known: Vec<String> = servers.iter().map(|s| s.name.clone()).collect();
+            known.dedup();
+            return Err(OneShotError::UnknownServerName {
+                name: name.to_string(),
+                known,
+                root: self.root().display().to_string(),
+            });
+        }
         let extension = file
             .and_then(Path::extension)
             .map(|e| e.to_string_lossy().into_owned());
@@ -232,7 +308,11 @@ impl OneShot {
             .call_internal_file_lifecycle(&params, self.cancel.clone())
             .await
             .map(|reply| reply.result)
-            .map_err(|(error, method)| OneShotError::Gate { error, method })
+            .map_err(|(error, method)| OneShotError::Gate {
+                error,
+                method,
+                server: None,
+            })
     }
 
     /// `entry` once its server has answered `initialize`. Servers start
@@ -316,12 +396,20 @@ impl std::str::FromStr for FileLocation {
     }
 }
 
+impl std::fmt::Display for FileLocation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}:{}", self.file.display(), self.line, self.column)
+    }
+}
+
 /// What `rename` did.
 #[derive(Debug)]
 pub enum RenameOutcome {
     /// The unified diff of what would change.
     DryRun(String),
     Applied(crate::edit::ApplyReport),
+    /// The server's edit changes no file (the symbol already has the name).
+    Unchanged,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -335,6 +423,11 @@ pub enum RenameError {
     },
     #[error("{0}")]
     Position(String),
+    #[error(
+        "{} is outside the root {root}; only files under it can be renamed (pass --root to choose another)",
+        path.display()
+    )]
+    OutsideRoot { path: PathBuf, root: String },
     #[error("{server} cannot rename at {location}")]
     NotRenamable { server: String, location: String },
     #[error("the server's edit cannot be applied: {0}")]
@@ -343,6 +436,21 @@ pub enum RenameError {
     NeedsConfirmation(String),
     #[error(transparent)]
     Apply(#[from] crate::edit::ApplyError),
+}
+
+impl RenameError {
+    /// Whether the command was called wrongly (a file that is not there or
+    /// not under the root, a position past the end, a wrong server name)
+    /// rather than something failing.
+    pub fn is_usage(&self) -> bool {
+        match self {
+            RenameError::Read { .. }
+            | RenameError::Position(_)
+            | RenameError::OutsideRoot { .. } => true,
+            RenameError::Gate(e) => e.is_usage(),
+            _ => false,
+        }
+    }
 }
 
 /// A rename's `WorkspaceEdit`, with what is needed to apply it.
@@ -372,6 +480,9 @@ impl OneShot {
         let RenameEdit { edit, encoding, .. } = self.rename_edit(at, new_name, server_name).await?;
         let writable = |path: &Path| self.is_writable(path);
         let mut plan = plan_on_disk(&edit, encoding, &writable, &Decisions::default())?;
+        if plan.changes_nothing() {
+            return Ok(RenameOutcome::Unchanged);
+        }
         let unconfirmed: Vec<String> = plan
             .unconfirmed()
             .iter()
@@ -389,7 +500,12 @@ impl OneShot {
             plan.confirm(ids);
         }
         if dry_run {
-            return Ok(RenameOutcome::DryRun(crate::edit::dry_run(&plan)));
+            // Paths relative to the root (every edit is confined to it), as
+            // `git apply` and `patch -p1` read them there.
+            return Ok(RenameOutcome::DryRun(crate::edit::dry_run(
+                &plan,
+                self.root(),
+            )));
         }
         Ok(RenameOutcome::Applied(apply_to_disk(&plan)?))
     }
@@ -417,6 +533,14 @@ impl OneShot {
             path: at.file.clone(),
             source,
         })?;
+        // Before any server starts: a file outside the session is refused
+        // at once, saying so.
+        if !self.roots.iter().any(|root| file.starts_with(root)) {
+            return Err(RenameError::OutsideRoot {
+                path: at.file.clone(),
+                root: self.root().display().to_string(),
+            });
+        }
         let text = std::fs::read_to_string(&file).map_err(|source| RenameError::Read {
             path: file.clone(),
             source,

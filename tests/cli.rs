@@ -58,6 +58,24 @@ impl Project {
         Project { dir, root }
     }
 
+    /// A copy of `examples/sample-project` (a Rust crate), served by rust-analyzer.
+    fn rust() -> Project {
+        require("rust-analyzer", "rustup component add rust-analyzer");
+        let dir = tempfile::Builder::new()
+            .prefix("acp-lsp-cli-")
+            .tempdir()
+            .expect("create a temporary directory");
+        let copy = dir.path().join("project");
+        std::fs::create_dir_all(&copy).expect("create the project directory");
+        std::fs::create_dir_all(dir.path().join("config")).expect("create the config home");
+        copy_tree(
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/sample-project"),
+            &copy,
+        );
+        let root = copy.canonicalize().expect("canonicalize the copy");
+        Project { dir, root }
+    }
+
     fn path(&self, file: &str) -> PathBuf {
         self.root.join(file)
     }
@@ -75,10 +93,16 @@ impl Project {
     /// Runs `acp-lsp ARGS` in `cwd` (default: the project) with no user
     /// config, then checks that no process is left in the project.
     async fn run(&self, args: &[&str], cwd: Option<&Path>) -> Output {
+        self.run_env(args, cwd, &[]).await
+    }
+
+    /// [`Project::run`] with environment variables set.
+    async fn run_env(&self, args: &[&str], cwd: Option<&Path>, env: &[(&str, &str)]) -> Output {
         let output = run_in(
             args,
             cwd.unwrap_or(&self.root),
             &self.dir.path().join("config"),
+            env,
         )
         .await;
         let left = wait_until_none_in(&self.root, EXIT_TIMEOUT).await;
@@ -113,7 +137,7 @@ impl Project {
 }
 
 /// Runs the binary with a bounded wait; it is killed if the test gives up.
-async fn run_in(args: &[&str], cwd: &Path, config_home: &Path) -> Output {
+async fn run_in(args: &[&str], cwd: &Path, config_home: &Path, env: &[(&str, &str)]) -> Output {
     let mut command = tokio::process::Command::new(BIN);
     command
         .args(args)
@@ -122,6 +146,10 @@ async fn run_in(args: &[&str], cwd: &Path, config_home: &Path) -> Output {
         // Error messages without a backtrace appended.
         .env_remove("RUST_BACKTRACE")
         .env_remove("RUST_LIB_BACKTRACE")
+        // No progress lines among the messages checked, however long a
+        // server takes (the progress test asks for them).
+        .env(acp_lsp::cli::progress::SHOW_AFTER_ENV, "3600000")
+        .envs(env.iter().copied())
         .stdin(std::process::Stdio::null())
         .kill_on_drop(true);
     let started = Instant::now();
@@ -266,10 +294,13 @@ async fn rename_dry_run_prints_a_diff_and_writes_nothing() {
 
     assert_eq!(project.snapshot(), before, "--dry-run changed the disk");
     let diff = stdout(&output);
+    // Paths relative to the root, as `git apply` reads them there.
     for file in C_FILES {
-        let name = project.path(file).display().to_string();
+        let name = file;
         assert!(
-            diff.contains(&format!("--- {name}\n+++ {name}\n@@ ")),
+            diff.contains(&format!(
+                "diff --git a/{name} b/{name}\n--- a/{name}\n+++ b/{name}\n@@ "
+            )),
             "no hunk for {file}:\n{diff}"
         );
     }
@@ -333,7 +364,7 @@ async fn request_refuses_a_document_sync_method() {
     assert_failure(
         &output,
         "acp-lsp request textDocument/didOpen",
-        &["document_sync_method"],
+        &["textDocument/didOpen is not forwarded"],
     );
     assert_eq!(project.snapshot(), before);
 }
@@ -352,7 +383,7 @@ async fn request_refuses_a_uri_outside_the_root() {
     assert_failure(
         &output,
         "acp-lsp request with a URI outside the root",
-        &["uri_outside_roots"],
+        &["outside the session roots", "outside.c"],
     );
 }
 
@@ -408,9 +439,46 @@ async fn help_and_version() {
 
     let version = project.run(&["--version"], None).await;
     assert_success(&version, "acp-lsp --version");
-    assert_eq!(
-        stdout(&version).trim(),
-        format!("acp-lsp {}", env!("CARGO_PKG_VERSION"))
+    let text = stdout(&version);
+    assert!(
+        text.starts_with(&format!("acp-lsp {}\n", env!("CARGO_PKG_VERSION"))),
+        "{text}"
+    );
+    // The protocols it speaks.
+    for mention in [
+        "ACP protocol versions: 1, and 2",
+        "lsp/servers",
+        "lsp/request",
+        "RFD",
+    ] {
+        assert!(
+            text.contains(mention),
+            "--version lacks {mention:?}:\n{text}"
+        );
+    }
+
+    // Every argument and option says what it is.
+    for command in ["rename", "request", "servers", "proxy"] {
+        let help = project.run(&[command, "--help"], None).await;
+        assert_success(&help, "--help");
+        let text = stdout(&help);
+        let config = text
+            .split("--config <CONFIG>")
+            .nth(1)
+            .unwrap_or_else(|| panic!("{command} --help has no --config:\n{text}"));
+        assert!(
+            config.trim_start().starts_with("Config file"),
+            "{command} --help: --config has no help:\n{text}"
+        );
+    }
+    let rename = stdout(&project.run(&["rename", "--help"], None).await);
+    let new_name = rename
+        .split("<NEW_NAME>")
+        .nth(2)
+        .unwrap_or_else(|| panic!("no NEW_NAME argument:\n{rename}"));
+    assert!(
+        new_name.trim_start().starts_with("The symbol's new name"),
+        "NEW_NAME has no help:\n{rename}"
     );
 }
 
@@ -433,4 +501,378 @@ async fn rename_rejects_a_malformed_location() {
         .await;
     assert_failure(&output, "acp-lsp rename at column x", &["column \"x\""]);
     assert_eq!(project.snapshot(), before);
+}
+
+/// The process's exit code (it was not killed by a signal).
+fn code(output: &Output) -> i32 {
+    output
+        .status
+        .code()
+        .unwrap_or_else(|| panic!("killed by a signal: {}", output.status))
+}
+
+/// stderr is exactly one `error: …` line: no "Caused by:" list, no backtrace.
+fn assert_one_error_line(output: &Output, what: &str) -> String {
+    let err = stderr(output);
+    assert!(
+        err.starts_with("error: ") && err.ends_with('\n') && err.lines().count() == 1,
+        "{what}: stderr is not one error line:\n{err}"
+    );
+    for noise in [
+        "Caused by",
+        "backtrace",
+        "Backtrace",
+        "(code -32",
+        "lspError",
+    ] {
+        assert!(!err.contains(noise), "{what}: {noise:?} in:\n{err}");
+    }
+    err
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn servers_refuses_a_missing_folder_and_a_file() {
+    let project = Project::c();
+    let missing = project.dir.path().join("nonexistent");
+    let output = project
+        .run(&["servers", &missing.display().to_string()], None)
+        .await;
+    assert_failure(
+        &output,
+        "acp-lsp servers on a missing folder",
+        &["nonexistent"],
+    );
+    assert_eq!(code(&output), 2, "a usage error");
+    let err = assert_one_error_line(&output, "servers on a missing folder");
+    assert!(err.contains("No such file or directory"), "{err}");
+
+    let output = project.run(&["servers", "src/main.c"], None).await;
+    assert_failure(
+        &output,
+        "acp-lsp servers on a file",
+        &["src/main.c is a file, not a folder"],
+    );
+    assert_eq!(code(&output), 2, "a usage error");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_are_said_once_with_no_backtrace_and_usage_exits_2() {
+    let project = Project::c();
+    // Many Rust users set RUST_BACKTRACE=1: a user's mistake is still one line.
+    let backtrace = [("RUST_BACKTRACE", "1"), ("RUST_LIB_BACKTRACE", "1")];
+    let output = project
+        .run_env(&["servers", "--config", "nope.toml"], None, &backtrace)
+        .await;
+    assert_failure(&output, "--config nope.toml", &["nope.toml"]);
+    let err = assert_one_error_line(&output, "--config nope.toml");
+    assert!(err.contains("no such file"), "{err}");
+    assert_eq!(code(&output), 2);
+
+    let output = project
+        .run_env(&["rename", "src/nope.c:1:1", "foo"], None, &backtrace)
+        .await;
+    assert_failure(&output, "rename src/nope.c:1:1", &[]);
+    let err = assert_one_error_line(&output, "rename src/nope.c:1:1");
+    assert_eq!(
+        err,
+        "error: cannot read src/nope.c: No such file or directory (os error 2)\n"
+    );
+    assert_eq!(code(&output), 2);
+
+    let output = project
+        .run_env(
+            &["request", "textDocument/hover", "{not json"],
+            None,
+            &backtrace,
+        )
+        .await;
+    assert_failure(
+        &output,
+        "request with bad JSON",
+        &["PARAMS_JSON is not valid JSON"],
+    );
+    assert_one_error_line(&output, "request with bad JSON");
+    assert_eq!(code(&output), 2);
+
+    let output = project
+        .run_env(
+            &[
+                "rename",
+                "src/main.c:1:1",
+                "x",
+                "--log-level",
+                "acp_lsp=loud",
+            ],
+            None,
+            &backtrace,
+        )
+        .await;
+    assert_failure(
+        &output,
+        "--log-level acp_lsp=loud",
+        &["--log-level \"acp_lsp=loud\""],
+    );
+    assert_one_error_line(&output, "--log-level acp_lsp=loud");
+    assert_eq!(code(&output), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rename_outside_the_root_is_refused_before_any_server_starts() {
+    let project = Project::c();
+    let outside = project.dir.path().join("other/util.h");
+    std::fs::create_dir_all(outside.parent().expect("a parent")).expect("mkdir other");
+    std::fs::write(&outside, "int util(void);\n").expect("write util.h");
+    let output = project
+        .run(
+            &[
+                "rename",
+                "../other/util.h:1:5",
+                "helper",
+                "--log-level",
+                "info",
+            ],
+            None,
+        )
+        .await;
+    assert_failure(
+        &output,
+        "rename outside the root",
+        &["../other/util.h is outside the root", "--root"],
+    );
+    assert_eq!(code(&output), 2);
+    let err = stderr(&output);
+    assert!(!err.contains("no running language server"), "{err}");
+    // Refused before anything started: the log has no server in it.
+    assert!(
+        !err.contains("server spawned"),
+        "a server was started:\n{err}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_error_is_shown_as_the_servers_message() {
+    let project = Project::c();
+    let before = project.snapshot();
+    // clangd refuses a rename to the name the symbol already has.
+    let output = project
+        .run(&["rename", "src/geometry.c:3:5", "rect_area"], None)
+        .await;
+    assert_failure(&output, "rename to the same name", &[]);
+    let err = assert_one_error_line(&output, "rename to the same name");
+    assert_eq!(
+        err,
+        "error: clangd: Cannot rename symbol: new name is the same as the old name\n"
+    );
+    assert_eq!(code(&output), 1, "a failure, not a usage error");
+    assert_eq!(project.snapshot(), before);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_server_name_lists_the_valid_ones() {
+    let project = Project::c();
+    let output = project
+        .run(
+            &[
+                "rename",
+                "src/geometry.c:3:5",
+                "box_area",
+                "--server",
+                "nosuch",
+            ],
+            None,
+        )
+        .await;
+    assert_failure(
+        &output,
+        "--server nosuch",
+        &["no server named \"nosuch\"", "choose one of: clangd"],
+    );
+    assert_one_error_line(&output, "--server nosuch");
+    assert_eq!(code(&output), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rename_dry_run_is_a_patch_git_applies() {
+    let project = Project::c();
+    let output = project
+        .run(
+            &["rename", "src/geometry.c:3:5", "box_area", "--dry-run"],
+            None,
+        )
+        .await;
+    assert_success(&output, "rename --dry-run");
+    let patch = project.dir.path().join("rename.patch");
+    std::fs::write(&patch, &output.stdout).expect("write the patch");
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .args(args)
+            .current_dir(&project.root)
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run git: {e}"));
+        assert!(
+            out.status.success(),
+            "git {}: {}\n{}\npatch:\n{}",
+            args.join(" "),
+            out.status,
+            String::from_utf8_lossy(&out.stderr),
+            stdout(&output)
+        );
+    };
+    git(&["init", "-q"]);
+    git(&["apply", "--check", &patch.display().to_string()]);
+    git(&["apply", &patch.display().to_string()]);
+    let header = project.read("include/geometry.h");
+    assert!(
+        header.contains("int box_area(int width, int height);"),
+        "{header}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_shows_progress_on_stderr_as_plain_lines() {
+    let project = Project::c();
+    // Shown from the start instead of after half a second, so the test does
+    // not depend on how long clangd takes.
+    let output = project
+        .run_env(
+            &["rename", "src/main.c:4:17", "box_area", "--dry-run"],
+            None,
+            &[(acp_lsp::cli::progress::SHOW_AFTER_ENV, "0")],
+        )
+        .await;
+    assert_success(&output, "rename with progress");
+    let err = stderr(&output);
+    let line = err
+        .lines()
+        .find(|l| l.starts_with("acp-lsp: rename src/main.c:4:17 → box_area"))
+        .unwrap_or_else(|| panic!("no progress line:\n{err}"));
+    assert!(line.ends_with(" s)"), "no elapsed time: {line:?}");
+    // Not a terminal: no spinner, no escape sequences, no carriage returns.
+    assert!(!err.contains('\x1b') && !err.contains('\r'), "{err:?}");
+    // The diff alone is on stdout.
+    assert!(
+        stdout(&output).starts_with("diff --git "),
+        "{}",
+        stdout(&output)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conformance_says_each_scenario_as_it_finishes() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let scenario = std::fs::read_dir(root.join("fixtures"))
+        .expect("fixtures/")
+        .filter_map(Result::ok)
+        .filter(|e| e.path().join("session.jsonl").is_file())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .min()
+        .expect("a recorded scenario");
+    let config = tempfile::tempdir().expect("config home");
+    let output = run_in(
+        &["conformance", "--replay", "--scenario", &scenario],
+        root,
+        config.path(),
+        &[],
+    )
+    .await;
+    assert_success(&output, "conformance --replay");
+    let err = stderr(&output);
+    assert!(
+        err.lines()
+            .any(|l| l.starts_with(&format!("conformance [1/1] {scenario}: pass"))),
+        "no line for {scenario}:\n{err}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn debug_logs_each_request_with_its_server_outcome_and_time() {
+    let project = Project::c();
+    let params = json!({
+        "textDocument": { "uri": project.uri("src/main.c") },
+        "position": { "line": 3, "character": 16 },
+    });
+    let output = project
+        .run(
+            &[
+                "request",
+                "textDocument/definition",
+                &params.to_string(),
+                "--log-level",
+                "debug",
+                "--log-format",
+                "json",
+            ],
+            None,
+        )
+        .await;
+    assert_success(&output, "request --log-level debug --log-format json");
+    let err = stderr(&output);
+    let request = err
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .find(|e| e["message"] == "lsp/request")
+        .unwrap_or_else(|| panic!("no lsp/request line:\n{err}"));
+    assert_eq!(request["level"], "DEBUG", "{request}");
+    assert_eq!(request["method"], "textDocument/definition", "{request}");
+    assert_eq!(request["server"], "clangd", "{request}");
+    assert_eq!(request["outcome"], "ok", "{request}");
+    assert!(request["ms"].is_u64(), "{request}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rename_to_the_current_name_says_there_is_nothing_to_change() {
+    // rust-analyzer answers a rename to the same name with an edit that
+    // changes nothing (clangd refuses it: see above).
+    let project = Project::rust();
+    let before = snapshot_tree(&project.root, &["target"]);
+    let output = project
+        .run(&["rename", "src/greet.rs:4:8", "greeting"], None)
+        .await;
+    assert_success(&output, "rename to the current name");
+    assert_eq!(
+        stdout(&output),
+        "",
+        "nothing was changed, so nothing is listed"
+    );
+    assert_eq!(
+        stderr(&output),
+        "nothing to change: the symbol at src/greet.rs:4:8 is already named greeting\n"
+    );
+    assert_eq!(snapshot_tree(&project.root, &["target"]), before);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_limit_hit_is_logged() {
+    let project = Project::c();
+    // Nested past the gate's depth limit (64), within serde_json's (128).
+    let mut params = json!({ "textDocument": { "uri": project.uri("src/main.c") } });
+    for _ in 0..100 {
+        params = json!({ "textDocument": { "uri": project.uri("src/main.c") }, "deep": params });
+    }
+    let output = project
+        .run(
+            &[
+                "request",
+                "textDocument/hover",
+                &params.to_string(),
+                "--log-format",
+                "json",
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(code(&output), 1, "{}", stderr(&output));
+    let err = stderr(&output);
+    let limit = err
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .find(|e| {
+            e["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("limit hit"))
+        })
+        .unwrap_or_else(|| panic!("no limit line:\n{err}"));
+    assert_eq!(limit["level"], "WARN", "{limit}");
+    assert_eq!(limit["limit"], "max_depth", "{limit}");
+    assert_eq!(limit["value"], 64, "{limit}");
 }

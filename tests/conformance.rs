@@ -67,7 +67,7 @@ async fn every_fixture_replays_against_acp_lsp_without_language_servers() {
     }
     // The stand-ins are the only servers: the replay runs acp-lsp with an
     // empty PATH, so no real server could start.
-    let outcomes = replay_all(&scenarios, &acp_lsp()).await.unwrap();
+    let outcomes = replay_all(&scenarios, &acp_lsp(), |_| {}).await.unwrap();
     assert_all_passed(&outcomes);
     let lines: usize = outcomes.iter().map(|o| o.checked).sum();
     assert!(lines > 1000, "only {lines} lines replayed");
@@ -169,7 +169,9 @@ async fn a_script_is_refused_until_it_is_recorded() {
     )
     .unwrap();
     let scenarios = select(temp.path(), &[]).unwrap();
-    let err = replay_all(&scenarios, &acp_lsp()).await.unwrap_err();
+    let err = replay_all(&scenarios, &acp_lsp(), |_| {})
+        .await
+        .unwrap_err();
     assert!(err.to_string().contains("record it first"), "{err}");
     assert!(select(temp.path(), &["missing".to_string()]).is_err());
 }
@@ -204,7 +206,9 @@ async fn the_normative_suite_passes_against_acp_lsp_as_another_implementation() 
         "--".into(),
         "{agent}".into(),
     ];
-    let outcomes = normative_all(&scenarios, &honest, command).await.unwrap();
+    let outcomes = normative_all(&scenarios, &honest, command, |_| {})
+        .await
+        .unwrap();
     assert_eq!(outcomes.len(), names.len(), "{}", report::table(&outcomes));
     assert_all_passed(&outcomes);
 
@@ -218,6 +222,7 @@ async fn the_normative_suite_passes_against_acp_lsp_as_another_implementation() 
         )
         .unwrap(),
         &acp_lsp(),
+        |_| {},
     )
     .await
     .unwrap();
@@ -244,7 +249,9 @@ async fn the_normative_suite_passes_against_acp_lsp_as_another_implementation() 
         "--".into(),
         "{agent}".into(),
     ];
-    let outcomes = normative_all(&scenarios, &broken, command).await.unwrap();
+    let outcomes = normative_all(&scenarios, &broken, command, |_| {})
+        .await
+        .unwrap();
     assert!(!outcomes[0].passed, "{}", report::table(&outcomes));
     let text = outcomes[0].to_string();
     assert!(text.contains("method_not_forwarded"), "{text}");

@@ -438,16 +438,14 @@ fn end_to_end_rename_edit_and_dry_run_on_disk() {
          "edits": [lsp_edit((0, 7), (0, 8), "g"), lsp_edit((0, 99), (0, 99), " // moved")]},
     ]});
     let plan = ws.plan(&edit).expect("plan");
-    let lib = ws.root.join("proj/lib.rs").display().to_string();
-    let new = ws.root.join("proj/new.rs").display().to_string();
-    let old = ws.root.join("proj/old.rs").display().to_string();
     assert_eq!(
-        dry_run(&plan),
-        format!(
-            "rename from {old}\nrename to {new}\n\
-             --- {lib}\n+++ {lib}\n@@ -1 +1 @@\n-mod old;\r\n+mod new;\r\n\
-             --- {new}\n+++ {new}\n@@ -1 +1 @@\n-pub fn f() {{}}\r\n+pub fn g() {{}} // moved\r\n"
-        )
+        dry_run(&plan, &ws.root),
+        "diff --git a/proj/old.rs b/proj/new.rs\nsimilarity index 100%\n\
+         rename from proj/old.rs\nrename to proj/new.rs\n\
+         diff --git a/proj/lib.rs b/proj/lib.rs\n\
+         --- a/proj/lib.rs\n+++ b/proj/lib.rs\n@@ -1 +1 @@\n-mod old;\r\n+mod new;\r\n\
+         diff --git a/proj/new.rs b/proj/new.rs\n\
+         --- a/proj/new.rs\n+++ b/proj/new.rs\n@@ -1 +1 @@\n-pub fn f() {}\r\n+pub fn g() {} // moved\r\n"
     );
     let report = apply_to_disk(&plan).expect("apply");
     assert_eq!(

@@ -366,6 +366,8 @@ async fn every_tool_answers_through_the_injected_server() {
         .await,
     );
     assert!(definition.contains("src/geometry.rs:2:8:"), "{definition}");
+    // One location, counted in the singular.
+    assert!(definition.starts_with("1 definition:\n"), "{definition}");
 
     let (hover, _) = success(
         "hover",

@@ -238,3 +238,205 @@ async fn with_mcp_off_the_agent_gets_no_server_of_ours() {
         replies[0]
     );
 }
+
+/// Longest wait for one line from the proxy, or for it to exit once its
+/// input is closed (it gives the agent `AGENT_EXIT_GRACE`, 5 s, to exit).
+const LINE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The editor's side, written by hand: one JSON-RPC line each way.
+struct Editor {
+    stdin: Option<tokio::process::ChildStdin>,
+    stdout: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+}
+
+impl Editor {
+    async fn send(&mut self, message: serde_json::Value) {
+        use tokio::io::AsyncWriteExt;
+        let stdin = self.stdin.as_mut().expect("stdin is open");
+        stdin
+            .write_all(format!("{message}\n").as_bytes())
+            .await
+            .expect("write to the proxy");
+    }
+
+    /// The response to request `id` (notifications and requests before it are skipped).
+    async fn response(&mut self, id: u64) -> serde_json::Value {
+        loop {
+            let line = tokio::time::timeout(LINE_TIMEOUT, self.stdout.next_line())
+                .await
+                .unwrap_or_else(|_| panic!("no response {id} within {LINE_TIMEOUT:?}"))
+                .expect("read from the proxy")
+                .unwrap_or_else(|| panic!("the proxy closed its output before response {id}"));
+            let message: serde_json::Value =
+                serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+            if message["id"] == id && message.get("method").is_none() {
+                return message;
+            }
+        }
+    }
+}
+
+/// Where `wanted` occur in `events`, in that order; fails naming the first missing.
+fn assert_in_order(events: &[serde_json::Value], wanted: &[&str], log: &str) {
+    let mut from = 0;
+    for message in wanted {
+        let at = events[from..]
+            .iter()
+            .position(|e| e["message"] == *message)
+            .unwrap_or_else(|| panic!("no {message:?} after {:?} in the log:\n{log}", wanted));
+        from += at + 1;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_tells_its_story_in_the_json_log() {
+    let elizacp =
+        find_on_path("elizacp").expect("elizacp is not installed: cargo install --locked elizacp");
+    support::require("clangd", "apt-get install -y clangd");
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let root = tmp.path().join("project");
+    std::fs::create_dir_all(&root).expect("create project dir");
+    support::copy_tree(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/projects/c-project"),
+        &root,
+    );
+    let root = root.canonicalize().expect("canonical root");
+    support::write_compile_commands(&root);
+    std::fs::create_dir_all(tmp.path().join("config")).expect("config home");
+    let log_path = tmp.path().join("acp-lsp.log");
+
+    let mut proxy = tokio::process::Command::new(env!("CARGO_BIN_EXE_acp-lsp"))
+        .args([
+            "proxy",
+            "--log-level",
+            "info",
+            "--log-format",
+            "json",
+            "--log-file",
+        ])
+        .arg(&log_path)
+        .arg("--")
+        .arg(&elizacp)
+        .args(["--deterministic", "acp"])
+        .env("XDG_CONFIG_HOME", tmp.path().join("config"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start acp-lsp proxy");
+    let mut editor = Editor {
+        stdin: proxy.stdin.take(),
+        stdout: tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(
+            proxy.stdout.take().expect("stdout is piped"),
+        )),
+    };
+    editor
+        .send(
+            serde_json::json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+            "params": {"protocolVersion": 1, "clientCapabilities": {}}}),
+        )
+        .await;
+    editor.response(0).await;
+    editor
+        .send(
+            serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "session/new",
+            "params": {"cwd": root, "mcpServers": []}}),
+        )
+        .await;
+    let session = editor.response(1).await["result"]["sessionId"]
+        .as_str()
+        .expect("a session id")
+        .to_string();
+    // A tool call: the agent starts the injected MCP server, which asks clangd.
+    let prompt =
+        r#"Use tool acp-lsp::references with {"file": "src/geometry.c", "line": 3, "column": 5}"#;
+    editor
+        .send(
+            serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "session/prompt",
+            "params": {"sessionId": session, "prompt": [{"type": "text", "text": prompt}]}}),
+        )
+        .await;
+    editor.response(2).await;
+    // The editor hangs up: the proxy ends the session, its servers and the agent.
+    drop(editor.stdin.take());
+    tokio::time::timeout(LINE_TIMEOUT, proxy.wait())
+        .await
+        .unwrap_or_else(|_| panic!("the proxy did not exit within {LINE_TIMEOUT:?}"))
+        .expect("wait for the proxy");
+
+    let log = std::fs::read_to_string(&log_path).expect("read the log");
+    // One JSON object per line, one line per event.
+    let events: Vec<serde_json::Value> = log
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}")))
+        .collect();
+    let event = |message: &str| {
+        events
+            .iter()
+            .find(|e| e["message"] == message)
+            .unwrap_or_else(|| panic!("no {message:?} in the log:\n{log}"))
+    };
+    assert_in_order(
+        &events,
+        &[
+            "agent spawned",
+            "session opened",
+            "MCP server injected",
+            "MCP connection admitted",
+            "session closed",
+            "server stopped",
+            "agent exited",
+        ],
+        &log,
+    );
+    assert_in_order(
+        &events,
+        &[
+            "session opened",
+            "server spawned",
+            "server ready",
+            "server stopped",
+        ],
+        &log,
+    );
+
+    let spawned = event("agent spawned");
+    assert!(
+        spawned["command"]
+            .as_str()
+            .is_some_and(|c| c.contains("elizacp")),
+        "{spawned}"
+    );
+    assert!(
+        spawned["pid"].as_u64().is_some_and(|pid| pid > 0),
+        "{spawned}"
+    );
+    let opened = event("session opened");
+    assert_eq!(opened["session"], session.as_str(), "{opened}");
+    assert_eq!(opened["roots"], root.display().to_string(), "{opened}");
+    assert_eq!(event("MCP server injected")["session"], session.as_str());
+    assert_eq!(event("session closed")["session"], session.as_str());
+    let server = event("server spawned");
+    assert_eq!(server["server"], "clangd", "{server}");
+    assert_eq!(server["root"], root.display().to_string(), "{server}");
+    assert!(
+        server["pid"].as_u64().is_some_and(|pid| pid > 0),
+        "{server}"
+    );
+    // Its lines carry the server's span.
+    assert_eq!(server["span"]["server"], "clangd", "{server}");
+    let ready = event("server ready");
+    assert!(ready["after_ms"].is_u64(), "{ready}");
+    assert_eq!(event("server stopped")["server"], "clangd");
+    assert!(event("agent exited")["status"].is_string());
+    // `info` is acp-lsp's story: the libraries' info lines are left out.
+    for e in events.iter().filter(|e| e["level"] == "INFO") {
+        assert!(
+            e["target"]
+                .as_str()
+                .is_some_and(|t| t.starts_with("acp_lsp")),
+            "an info line not of acp-lsp's: {e}"
+        );
+    }
+}

@@ -129,6 +129,9 @@ impl Project {
                 report
             }
             Ok(RenameOutcome::DryRun(diff)) => panic!("a dry run without asking: {diff}"),
+            Ok(RenameOutcome::Unchanged) => {
+                panic!("rename at {at:?} to {new_name} changed nothing")
+            }
             Err(e) => panic!("rename at {at:?} to {new_name} failed: {e}"),
         }
     }
@@ -138,6 +141,9 @@ impl Project {
         match self.rename(at, new_name, true).await {
             Ok(RenameOutcome::DryRun(diff)) => diff,
             Ok(RenameOutcome::Applied(report)) => panic!("a dry run wrote files: {report:?}"),
+            Ok(RenameOutcome::Unchanged) => {
+                panic!("dry run at {at:?} to {new_name} changed nothing")
+            }
             Err(e) => panic!("dry run at {at:?} to {new_name} failed: {e}"),
         }
     }
@@ -398,16 +404,12 @@ async fn rust_analyzer_module_rename_moves_the_file_and_still_compiles() {
     eprintln!("module rename dry run:\n{diff}");
     assert_eq!(project.snapshot(), before, "a dry run changed the disk");
     assert!(
-        diff.contains(&format!(
-            "rename from {}\nrename to {}",
-            project.path("src/geometry.rs").display(),
-            project.path("src/shapes.rs").display()
-        )),
+        diff.contains("rename from src/geometry.rs\nrename to src/shapes.rs"),
         "{diff}"
     );
     for file in ["src/lib.rs", "src/report.rs", "src/stats.rs"] {
         assert!(
-            diff.contains(&format!("+++ {}", project.path(file).display())),
+            diff.contains(&format!("+++ b/{file}")),
             "the diff does not show {file}:\n{diff}"
         );
     }
@@ -457,9 +459,8 @@ async fn dry_run_shows_a_diff_of_every_file_and_leaves_the_disk_alone() {
 
     assert_eq!(project.snapshot(), before, "a dry run changed the disk");
     for file in ["include/geometry.h", "src/geometry.c", "src/main.c"] {
-        let name = project.path(file).display().to_string();
         assert!(
-            diff.contains(&format!("--- {name}\n+++ {name}\n@@ ")),
+            diff.contains(&format!("--- a/{file}\n+++ b/{file}\n@@ ")),
             "the diff has no hunk for {file}:\n{diff}"
         );
     }
@@ -497,7 +498,9 @@ async fn rust_analyzer_refuses_to_rename_whitespace_or_a_comment() {
             Err(RenameError::Gate(OneShotError::Gate {
                 error: error @ GateError::ServerError { .. },
                 method,
+                server,
             })) => {
+                assert_eq!(server.as_deref(), Some("rust-analyzer"));
                 eprintln!("rust-analyzer at {at:?}: {error}");
                 assert_eq!(method.as_deref(), Some("textDocument/prepareRename"));
                 // The server's own message, not a wrapper's.

@@ -500,7 +500,10 @@ impl<H: LspHost> Relay<H> {
                 };
                 if let (Some(mcp), Some(token)) = (&self.options.mcp, pending.token) {
                     match committed {
-                        Some(session_id) => mcp.tokens.bind(&token, &session_id),
+                        Some(session_id) => {
+                            mcp.tokens.bind(&token, &session_id);
+                            tracing::info!(session = %session_id, "MCP server injected");
+                        }
                         None => mcp.tokens.revoke(&token),
                     }
                 }
@@ -582,10 +585,11 @@ impl<H: LspHost> Relay<H> {
                 return None;
             }
         };
-        let entry = match &mcp.http {
-            Some(http) if self.lock().agent_mcp_http => http.to_json(&token),
-            _ => mcp.entry.to_json(&token),
+        let (entry, transport) = match &mcp.http {
+            Some(http) if self.lock().agent_mcp_http => (http.to_json(&token), "http"),
+            _ => (mcp.entry.to_json(&token), "stdio"),
         };
+        tracing::debug!(transport, "MCP entry added to a session request");
         match inject(bytes, &entry) {
             Ok(message) => Some((token, message)),
             Err(skip) => {

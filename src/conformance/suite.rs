@@ -31,9 +31,11 @@ pub fn select(fixtures: &Path, names: &[String]) -> Result<Vec<Scenario>, Confor
 }
 
 /// Replays recorded scenarios against acp-lsp with stand-in servers.
+/// `finished` is told each outcome as it comes (the CLI prints a line).
 pub async fn replay_all(
     scenarios: &[Scenario],
     acp_lsp: &Path,
+    mut finished: impl FnMut(&Outcome),
 ) -> Result<Vec<Outcome>, ConformanceError> {
     let options = ReplayOptions {
         acp_lsp: acp_lsp.to_path_buf(),
@@ -47,16 +49,20 @@ pub async fn replay_all(
                 what: "session.jsonl is a script: record it first (--record-fixtures)".into(),
             });
         }
-        outcomes.push(replay(scenario, &options).await?);
+        let outcome = replay(scenario, &options).await?;
+        finished(&outcome);
+        outcomes.push(outcome);
     }
     Ok(outcomes)
 }
 
 /// The normative suite against `command` (acp-lsp itself when empty).
+/// `finished` is told each outcome as it comes.
 pub async fn normative_all(
     scenarios: &[Scenario],
     acp_lsp: &Path,
     command: Vec<OsString>,
+    mut finished: impl FnMut(&Outcome),
 ) -> Result<Vec<Outcome>, ConformanceError> {
     let ours = command.is_empty();
     let command = if ours {
@@ -89,26 +95,32 @@ pub async fn normative_all(
             Ok(n) => (n, None),
             Err(f) => (0, Some(f)),
         };
-        outcomes.push(Outcome {
+        let outcome = Outcome {
             scenario: scenario.name.clone(),
             passed: failure.is_none(),
             checked,
             failure,
             millis: started.elapsed().as_millis(),
             verdicts: verdicts.0,
-        });
+        };
+        finished(&outcome);
+        outcomes.push(outcome);
     }
     Ok(outcomes)
 }
 
 /// Re-records every scenario against acp-lsp and the real language servers.
+/// `finished` is told each outcome as it comes.
 pub async fn record_all(
     scenarios: &[Scenario],
     acp_lsp: &Path,
+    mut finished: impl FnMut(&Outcome),
 ) -> Result<Vec<Outcome>, ConformanceError> {
     let mut outcomes = Vec::new();
     for scenario in scenarios {
-        outcomes.push(record_fixture(scenario, acp_lsp).await?);
+        let outcome = record_fixture(scenario, acp_lsp).await?;
+        finished(&outcome);
+        outcomes.push(outcome);
     }
     Ok(outcomes)
 }

@@ -649,53 +649,77 @@ fn already_exists(path: &Path) -> io::Error {
     )
 }
 
-/// Renders every operation of `plan` as a unified diff (file writes) or a
-/// git-style header (renames, creations, deletions), in plan order.
-pub fn dry_run(plan: &Plan) -> String {
+/// The plan as a git-style unified diff (`diff --git a/… b/…`), paths
+/// relative to `base` (where `git apply` or `patch -p1` will run); a path
+/// outside `base` stays absolute. Writes that change nothing are left out.
+pub fn dry_run(plan: &Plan, base: &Path) -> String {
+    let name = |path: &Path| -> String {
+        match path.strip_prefix(base) {
+            Ok(relative) if !relative.as_os_str().is_empty() => relative.display().to_string(),
+            _ => path.display().to_string(),
+        }
+    };
     let mut out = String::new();
     for op in &plan.operations {
         match op {
             FileOperation::Write { path, old, new, .. } => {
-                let name = path.display().to_string();
-                diff_into(&mut out, old, new, &name, &name);
+                if old == new {
+                    continue;
+                }
+                let name = name(path);
+                let _ = writeln!(out, "diff --git a/{name} b/{name}");
+                diff_into(
+                    &mut out,
+                    old,
+                    new,
+                    &format!("a/{name}"),
+                    &format!("b/{name}"),
+                );
             }
             FileOperation::Create { path, old, .. } => {
-                let name = path.display().to_string();
+                let name = name(path);
                 match old {
                     Some(old) => {
-                        let _ = writeln!(out, "overwritten file {name}");
-                        diff_into(&mut out, old, "", &name, &name);
+                        // Overwritten with an empty file.
+                        let _ = writeln!(out, "diff --git a/{name} b/{name}");
+                        diff_into(
+                            &mut out,
+                            old,
+                            "",
+                            &format!("a/{name}"),
+                            &format!("b/{name}"),
+                        );
                     }
                     None => {
-                        let _ = writeln!(out, "new file {name}");
-                        let _ = writeln!(out, "--- /dev/null\n+++ {name}");
+                        let _ = writeln!(out, "diff --git a/{name} b/{name}\nnew file mode 100644");
                     }
                 }
             }
             FileOperation::Rename { from, to, .. } => {
+                let (from, to) = (name(from), name(to));
                 let _ = writeln!(
                     out,
-                    "rename from {}\nrename to {}",
-                    from.display(),
-                    to.display()
+                    "diff --git a/{from} b/{to}\nsimilarity index 100%\nrename from {from}\nrename to {to}"
                 );
             }
             FileOperation::Delete {
                 path,
-                recursive,
                 directory,
                 old,
                 ..
             } => {
-                let name = path.display().to_string();
-                let what = match (directory, recursive) {
-                    (true, true) => "deleted directory (recursive)",
-                    (true, false) => "deleted directory",
-                    (false, _) => "deleted file",
-                };
-                let _ = writeln!(out, "{what} {name}");
+                let name = name(path);
+                if *directory {
+                    // git has no directories: their files are listed as deleted.
+                    let _ = writeln!(out, "# deleted directory {name}");
+                    continue;
+                }
+                let _ = writeln!(
+                    out,
+                    "diff --git a/{name} b/{name}\ndeleted file mode 100644"
+                );
                 if let Some(old) = old {
-                    diff_into(&mut out, old, "", &name, "/dev/null");
+                    diff_into(&mut out, old, "", &format!("a/{name}"), "/dev/null");
                 }
             }
         }
@@ -1024,18 +1048,16 @@ mod tests {
                 {"kind": "delete", "uri": t.uri("del.rs")},
             ]}))
             .expect("plan");
-        let a = t.path("a.rs").display().to_string();
-        let n = t.path("n.rs").display().to_string();
-        let old = t.path("old.rs").display().to_string();
-        let new = t.path("new.rs").display().to_string();
-        let del = t.path("del.rs").display().to_string();
-        let expected = format!(
-            "--- {a}\n+++ {a}\n@@ -1,3 +1,3 @@\n one\n-two\n+TWO\n three\n\\ No newline at end of file\n\
-             new file {n}\n--- /dev/null\n+++ {n}\n\
-             rename from {old}\nrename to {new}\n\
-             deleted file {del}\n--- {del}\n+++ /dev/null\n@@ -1 +0,0 @@\n-bye\n"
-        );
-        assert_eq!(dry_run(&plan), expected);
+        let base = t.path("a.rs").parent().expect("a parent").to_path_buf();
+        let expected = "diff --git a/a.rs b/a.rs\n--- a/a.rs\n+++ b/a.rs\n\
+             @@ -1,3 +1,3 @@\n one\n-two\n+TWO\n three\n\\ No newline at end of file\n\
+             diff --git a/n.rs b/n.rs\nnew file mode 100644\n\
+             diff --git a/old.rs b/new.rs\nsimilarity index 100%\nrename from old.rs\nrename to new.rs\n\
+             diff --git a/del.rs b/del.rs\ndeleted file mode 100644\n--- a/del.rs\n+++ /dev/null\n@@ -1 +0,0 @@\n-bye\n";
+        assert_eq!(dry_run(&plan, &base), expected);
+        // Outside the base, paths stay absolute.
+        let elsewhere = dry_run(&plan, Path::new("/nonexistent-base"));
+        assert!(elsewhere.contains(&format!("+++ b/{}", t.path("a.rs").display())));
         // A dry run changes nothing.
         assert_eq!(t.listing(), vec!["a.rs", "del.rs", "old.rs"]);
     }

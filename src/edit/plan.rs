@@ -189,6 +189,14 @@ impl Plan {
         self.confirmed.extend(ids.into_iter().map(Into::into));
     }
 
+    /// Whether applying the plan would change no file: every operation
+    /// writes a file's own text back (a rename to the name it already has).
+    pub fn changes_nothing(&self) -> bool {
+        self.operations
+            .iter()
+            .all(|op| matches!(op, FileOperation::Write { old, new, .. } if old == new))
+    }
+
     /// The annotations in `needs_confirmation` not confirmed yet.
     pub fn unconfirmed(&self) -> Vec<&Annotation> {
         self.needs_confirmation

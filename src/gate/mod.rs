@@ -220,12 +220,23 @@ impl<H: LspHost> Gate<H> {
     /// Commits a session's roots (`[cwd, …additionalDirectories]`).
     pub fn open_session(&self, session_id: &str, roots: Vec<std::path::PathBuf>) {
         let session = self.sessions.insert(session_id, roots);
+        tracing::info!(
+            session = session_id,
+            roots = %session
+                .roots()
+                .iter()
+                .map(|root| root.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+            "session opened"
+        );
         self.host.session_opened(&session);
     }
 
     /// Forgets a session.
     pub fn close_session(&self, session_id: &str) {
         if let Some(session) = self.sessions.remove(session_id) {
+            tracing::info!(session = session_id, "session closed");
             self.host.session_closed(&session);
         }
     }
@@ -359,11 +370,22 @@ impl<H: LspHost> Gate<H> {
         };
         let limits = &self.config.limits;
         if params.get().len() > limits.max_intercepted_params {
+            tracing::warn!(
+                limit = "max_intercepted_params",
+                value = limits.max_intercepted_params,
+                bytes = params.get().len(),
+                "limit hit: params refused"
+            );
             return Err(GateError::ParamsTooLarge {
                 limit: limits.max_intercepted_params,
             });
         }
         if depth::max_depth(params.get().as_bytes(), limits.max_depth) > limits.max_depth {
+            tracing::warn!(
+                limit = "max_depth",
+                value = limits.max_depth,
+                "limit hit: params refused"
+            );
             return Err(GateError::TooDeep {
                 limit: limits.max_depth,
             });
@@ -516,9 +538,17 @@ impl<H: LspHost> Gate<H> {
         };
         let outcome = match tokio::time::timeout(deadline, self.host.request(call)).await {
             Ok(reply) => reply,
-            Err(_elapsed) => Err(GateError::DeadlineExceeded {
-                ms: deadline.as_millis() as u64,
-            }),
+            Err(_elapsed) => {
+                tracing::warn!(
+                    limit = "request deadline",
+                    ms = deadline.as_millis() as u64,
+                    %method,
+                    "limit hit: no answer in time"
+                );
+                Err(GateError::DeadlineExceeded {
+                    ms: deadline.as_millis() as u64,
+                })
+            }
         };
         match outcome {
             Ok(reply) => Ok(reply),

@@ -302,7 +302,19 @@ impl LspHost for Registry {
         for settler in settlers {
             settler.settle(SETTLE_TIMEOUT).await;
         }
-        server.request(call).await
+        let mut log = RequestLog {
+            method: call.method.clone(),
+            server: server.spec().config.name.clone(),
+            session: call.session.id().to_string(),
+            started: std::time::Instant::now(),
+            outcome: "abandoned",
+        };
+        let reply = server.request(call).await;
+        log.outcome = match &reply {
+            Ok(_) => "ok",
+            Err(error) => error.reason(),
+        };
+        reply
     }
 
     fn session_opened(self: &Arc<Self>, session: &Arc<Session>) {
@@ -442,6 +454,29 @@ async fn dispatch(
                 }
             }
         }
+    }
+}
+
+/// The `debug` line of one `lsp/request`, written when the request ends,
+/// however it ends (a deadline or a cancel drops it: "abandoned").
+struct RequestLog {
+    method: String,
+    server: String,
+    session: String,
+    started: std::time::Instant,
+    outcome: &'static str,
+}
+
+impl Drop for RequestLog {
+    fn drop(&mut self) {
+        tracing::debug!(
+            session = %self.session,
+            server = %self.server,
+            method = %self.method,
+            outcome = self.outcome,
+            ms = self.started.elapsed().as_millis() as u64,
+            "lsp/request"
+        );
     }
 }
 

@@ -127,6 +127,8 @@ struct Live {
     sent: HashMap<String, u64>,
     pid: Option<u32>,
     restarts: u32,
+    /// When the running process was spawned, until its readiness is logged.
+    spawned_at: Option<Instant>,
 }
 
 /// One language server and its supervisor.
@@ -217,7 +219,16 @@ impl Server {
         }
         self.set_status(ServerState::Starting, None);
         let server = Arc::clone(self);
-        *started = Some(tokio::spawn(async move { server.supervise().await }));
+        // Every line of this server's story carries its name and root.
+        let span = tracing::info_span!(
+            "server",
+            server = %self.spec.config.name,
+            root = %self.spec.root.display()
+        );
+        *started = Some(tokio::spawn(tracing::Instrument::instrument(
+            async move { server.supervise().await },
+            span,
+        )));
     }
 
     /// Stops the server gracefully and waits for its supervisor to finish.
@@ -230,6 +241,11 @@ impl Server {
             .take();
         if let Some(handle) = handle {
             let _ = handle.await;
+            tracing::info!(
+                server = %self.spec.config.name,
+                root = %self.spec.root.display(),
+                "server stopped"
+            );
         }
         self.set_status(ServerState::Stopped, None);
     }
@@ -251,16 +267,35 @@ impl Server {
             }
             tracing::warn!(server = %self.spec.config.name, root = %self.spec.root.display(), %error, "language server stopped unexpectedly");
             if crashes.len() >= MAX_CRASHES {
+                tracing::error!(
+                    server = %self.spec.config.name,
+                    crashes = crashes.len(),
+                    within_s = CRASH_WINDOW.as_secs(),
+                    %error,
+                    "server failed; not restarting"
+                );
                 self.set_status(ServerState::Failed, Some(error));
                 return;
             }
+            let why = error.lines().next().unwrap_or_default().to_string();
             self.set_status(ServerState::Restarting, Some(error));
             let backoff = RESTART_BACKOFF[(crashes.len() - 1).min(RESTART_BACKOFF.len() - 1)];
             tokio::select! {
                 _ = tokio::time::sleep(backoff) => {}
                 _ = self.stop.cancelled() => return,
             }
-            self.live().restarts += 1;
+            let restarts = {
+                let mut live = self.live();
+                live.restarts += 1;
+                live.restarts
+            };
+            tracing::info!(
+                server = %self.spec.config.name,
+                restarts,
+                backoff_ms = backoff.as_millis() as u64,
+                %why,
+                "server restarted"
+            );
         }
     }
 
@@ -278,6 +313,13 @@ impl Server {
             Ok(spawned) => spawned,
             Err(e) => return Some(e.to_string()),
         };
+        tracing::info!(
+            server = %config.name,
+            root = %self.spec.root.display(),
+            pid = process.pid().unwrap_or_default(),
+            command = %self.spec.program.display(),
+            "server spawned"
+        );
         if let Some(recorder) = &self.spec.recorder {
             recorder.event(
                 &Direction::ProxyToServer(self.spec.server_id.clone()),
@@ -302,6 +344,7 @@ impl Server {
         {
             let mut live = self.live();
             live.pid = process.pid();
+            live.spawned_at = Some(Instant::now());
             live.progress.clear();
             live.quiescent = None;
             live.registrations.clear();
@@ -450,6 +493,16 @@ impl Server {
         } else {
             ServerState::Ready
         };
+        if state == ServerState::Ready {
+            if let Some(spawned_at) = self.live().spawned_at.take() {
+                tracing::info!(
+                    server = %self.spec.config.name,
+                    root = %self.spec.root.display(),
+                    after_ms = spawned_at.elapsed().as_millis() as u64,
+                    "server ready"
+                );
+            }
+        }
         self.set_status(state, None);
     }
 

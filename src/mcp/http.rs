@@ -147,6 +147,7 @@ impl Shared {
                 let lease = tokens
                     .watch(&token_owned)
                     .map_err(|e| std::io::Error::new(std::io::ErrorKind::PermissionDenied, e))?;
+                tracing::info!(transport = "http", "MCP connection admitted");
                 Ok(LspTools::new(
                     Arc::clone(&gate),
                     lease,

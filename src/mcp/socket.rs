@@ -107,6 +107,13 @@ async fn accept_loop(
                     return;
                 }
             };
+            // Bound already unless the agent connects before answering session/new.
+            let session = lease.session(std::time::Duration::ZERO).await;
+            tracing::info!(
+                transport = "stdio",
+                session = session.as_deref().unwrap_or("(pending)"),
+                "MCP connection admitted"
+            );
             let tools = LspTools::new(gate, lease, editor, ready_wait);
             // The buffered reader goes on: bytes after the token line are MCP.
             match tools.serve((reader, write)).await {

@@ -1047,7 +1047,12 @@ fn render_locations(
     }
     let mut text = list(&lines, &format!("no {what} found"));
     if !lines.is_empty() {
-        text = format!("{} {what}:\n{text}", lines.len());
+        // "1 definition", "2 definitions": `what` is the plural.
+        let noun = match lines.len() {
+            1 => what.strip_suffix('s').unwrap_or(what),
+            _ => what,
+        };
+        text = format!("{} {noun}:\n{text}", lines.len());
     }
     ok(text, json!({ "locations": structured }))
 }
