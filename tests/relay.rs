@@ -115,6 +115,7 @@ fn server_entry(id: &str) -> ServerEntry {
         restarts: 0,
         memory_bytes: None,
         degraded_roots: vec![],
+        meta: None,
     }
 }
 

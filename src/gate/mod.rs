@@ -106,6 +106,56 @@ pub struct ServerEntry {
     /// Roots whose file watching is degraded (watch limit hit).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub degraded_roots: Vec<String>,
+    /// `_meta["acp-lsp"]`: what acp-lsp dropped from this server to stay
+    /// bounded. Absent while nothing was dropped.
+    #[serde(rename = "_meta", skip_serializing_if = "Option::is_none")]
+    pub meta: Option<EntryMeta>,
+}
+
+/// `_meta` of a [`ServerEntry`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct EntryMeta {
+    #[serde(rename = "acp-lsp")]
+    pub acp_lsp: AcpLspEntryMeta,
+}
+
+/// `_meta["acp-lsp"]` of a [`ServerEntry`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AcpLspEntryMeta {
+    pub dropped: Dropped,
+}
+
+/// What acp-lsp dropped from one server's output because a table was at its
+/// cap (`lsp::server::MAX_*`) or the bytes were not protocol; counted since
+/// the server was first started (garbage and invalid messages: since its last
+/// start).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Dropped {
+    /// `$/progress` begins beyond `MAX_PROGRESS_TOKENS` live tokens.
+    pub progress_tokens: u64,
+    /// `client/registerCapability` registrations beyond `MAX_REGISTRATIONS`
+    /// or `MAX_REGISTRATION_BYTES` (refused with an error to the server).
+    pub registrations: u64,
+    /// Documents' diagnostics evicted beyond `MAX_DIAGNOSTIC_DOCUMENTS` or
+    /// `MAX_DIAGNOSTIC_BYTES`.
+    pub diagnostics: u64,
+    /// Bytes of stdout that were not an LSP frame.
+    pub garbage_bytes: u64,
+    /// Frames that were not JSON-RPC.
+    pub invalid_messages: u64,
+    /// Warnings about this server counted instead of logged (rate limit).
+    pub suppressed_warnings: u64,
+}
+
+impl Dropped {
+    /// The `_meta` to report, `None` when nothing was dropped.
+    pub fn into_meta(self) -> Option<EntryMeta> {
+        (self != Dropped::default()).then_some(EntryMeta {
+            acp_lsp: AcpLspEntryMeta { dropped: self },
+        })
+    }
 }
 
 /// What the gate needs to know to route a request to one server.
