@@ -51,7 +51,7 @@
 //! | `initialization_options` | any value, sent in `initialize` | none |
 //! | `settings` | table, answered to `workspace/configuration` by section path | `{}` |
 //! | `env` | table of strings, extra environment for the server | `{}` |
-//! | `env_passthrough` | list of variable names let through even if they look secret | `[]` |
+//! | `env_passthrough` | list of variable names (or `PREFIX*`) inherited beyond the allowlist of `lsp::process` | `[]` |
 //! | `request_timeout_ms` | integer > 0 | `30000` |
 //! | `execute_commands` | list of `workspace/executeCommand` commands allowed | `[]` |
 //! | `position_encodings` | list of `"utf-8"`, `"utf-16"`, `"utf-32"` offered | `["utf-16"]` |
@@ -142,7 +142,8 @@ pub struct ServerConfig {
     /// Extra environment for the server.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
-    /// Environment variable names let through even if they look secret.
+    /// Variables of the proxy's environment inherited beyond the allowlist
+    /// (`lsp::process::ENV_ALLOWED`…): exact names, or `PREFIX*`.
     #[serde(default)]
     pub env_passthrough: Vec<String>,
     #[serde(default = "default_request_timeout_ms")]
