@@ -72,6 +72,8 @@ pub enum GateError {
     Cancelled,
     #[error("the document changed while the request was in flight")]
     ContentModified,
+    #[error("too many lsp/requests in flight ({scope}: at most {limit}); retry later")]
+    Overloaded { scope: &'static str, limit: usize },
     #[error("internal error: {0}")]
     Internal(String),
 }
@@ -113,6 +115,7 @@ impl GateError {
             | GateError::ServerExited { .. }
             | GateError::ResponseTooLarge { .. }
             | GateError::DeadlineExceeded { .. }
+            | GateError::Overloaded { .. }
             | GateError::Internal(_) => INTERNAL_ERROR,
         }
     }
@@ -142,6 +145,7 @@ impl GateError {
             GateError::DeadlineExceeded { .. } => "deadline_exceeded",
             GateError::Cancelled => "cancelled",
             GateError::ContentModified => "content_modified",
+            GateError::Overloaded { .. } => "overloaded",
             GateError::Internal(_) => "internal",
         }
     }
@@ -155,6 +159,7 @@ impl GateError {
                 | GateError::ServerExited { .. }
                 | GateError::DeadlineExceeded { .. }
                 | GateError::ContentModified
+                | GateError::Overloaded { .. }
         )
     }
 
@@ -190,6 +195,10 @@ impl GateError {
             GateError::ServerError { lsp_error } => {
                 let original: Value = serde_json::from_str(lsp_error.get()).unwrap_or(Value::Null);
                 extra.insert("lspError".into(), original);
+            }
+            GateError::Overloaded { scope, limit } => {
+                extra.insert("scope".into(), json!(scope));
+                extra.insert("limit".into(), json!(limit));
             }
             _ => {}
         }
