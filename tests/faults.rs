@@ -901,6 +901,7 @@ async fn a_registration_flood_is_capped_and_lsp_servers_stays_small() {
         )
         .await;
     let listing = response.to_string().len();
+    eprintln!("{FLOOD} registrations: lsp/servers is {listing} bytes, {sizes:?}");
     assert!(
         listing < 2 * MAX_REGISTRATION_BYTES,
         "lsp/servers is {listing} bytes"
@@ -984,6 +985,7 @@ async fn stdout_garbage_is_counted_and_its_warnings_rate_limited() {
         "{logged} warnings logged"
     );
     let suppressed = dropped["suppressedWarnings"].as_u64().unwrap_or(0);
+    eprintln!("{GARBAGE} bytes of garbage: {logged} warnings logged, {suppressed} counted");
     // One warning per chunk skipped: 16 MiB in chunks of at most the
     // buffer FramedRead grows to.
     assert!(suppressed > 100, "{entry}");

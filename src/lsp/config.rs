@@ -1302,14 +1302,16 @@ fn turn_off_project_code(server: &mut ServerConfig, program: &Path) {
     }
 }
 
-/// `node_modules/typescript/lib` next to the package `program` (a
-/// typescript-language-server launcher, symlinks resolved) belongs to.
+/// `node_modules/typescript/lib/tsserver.js` next to the package `program`
+/// (a typescript-language-server launcher, symlinks resolved) belongs to.
+/// typescript-language-server takes `tsserver.path` over the workspace's
+/// TypeScript, which it otherwise prefers to the one it was installed with.
 fn typescript_beside(program: &Path) -> Option<PathBuf> {
     let real = program.canonicalize().ok()?;
     real.ancestors()
         .filter(|dir| dir.file_name().is_some_and(|n| n == "node_modules"))
-        .map(|modules| modules.join("typescript").join("lib"))
-        .find(|lib| lib.join("tsserver.js").is_file())
+        .map(|modules| modules.join("typescript").join("lib").join("tsserver.js"))
+        .find(|tsserver| tsserver.is_file())
 }
 
 fn python_server(name: &str, command: &str, args: &[&str]) -> ServerConfig {
@@ -1941,5 +1943,36 @@ file_extensions = [".aaa"]
             Config::builtin(),
         );
         assert!(zero.is_err());
+    }
+
+    #[test]
+    fn project_code_off_pins_typescript_beside_the_server() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let modules = dir.path().join("lib/node_modules");
+        let cli = modules.join("typescript-language-server/lib/cli.mjs");
+        let tsserver = modules.join("typescript/lib/tsserver.js");
+        for file in [&cli, &tsserver] {
+            std::fs::create_dir_all(file.parent().expect("parent")).expect("mkdir");
+            std::fs::write(file, "").expect("write");
+        }
+        let bin = dir.path().join("bin");
+        std::fs::create_dir_all(&bin).expect("mkdir");
+        let program = bin.join("typescript-language-server");
+        std::os::unix::fs::symlink(&cli, &program).expect("link");
+        let config = Config::builtin();
+        let ts = config
+            .server("typescript-language-server")
+            .cloned()
+            .expect("built-in");
+        let off = config.effective_server(&ts, dir.path(), &program);
+        let options = off.initialization_options.expect("options");
+        assert_eq!(options["plugins"], json!([]));
+        let pinned = tsserver.canonicalize().expect("canonical");
+        assert_eq!(
+            options["tsserver"]["path"],
+            json!(pinned.display().to_string())
+        );
+        // The built-in's own option stays.
+        assert_eq!(options["tsserver"]["useSyntaxServer"], json!("never"));
     }
 }
