@@ -798,11 +798,12 @@ async fn start_mcp(
     };
     let http_server = if http {
         Some(
-            acp_lsp::mcp::http::McpHttp::bind(
+            acp_lsp::mcp::http::McpHttp::bind_with_limits(
                 Arc::clone(gate),
                 Arc::clone(&tokens),
                 Some(Arc::clone(&editor)),
                 acp_lsp::mcp::tools::READY_WAIT,
+                gate.host().config().mcp_http,
             )
             .await?,
         )

@@ -985,3 +985,157 @@ fn toml_string(text: &str) -> String {
     // JSON string escapes are valid TOML basic-string escapes.
     serde_json::to_string(text).expect("a string serializes")
 }
+
+// ------------------------------------------------- floods (issue 13, item 5)
+
+/// `_meta["acp-lsp"].dropped` of an entry (all zero when absent).
+fn dropped(entry: &Value) -> Value {
+    let dropped = &entry["_meta"]["acp-lsp"]["dropped"];
+    if dropped.is_null() {
+        json!({"progressTokens": 0, "registrations": 0, "diagnostics": 0,
+               "garbageBytes": 0, "invalidMessages": 0, "suppressedWarnings": 0})
+    } else {
+        dropped.clone()
+    }
+}
+
+/// Starts the fake in a flood `mode` and returns once a request made after
+/// the flood has been answered: the fake writes the flood before it reads
+/// that request, and the reader handles messages in order.
+async fn flooded(mode: &str) -> Fake {
+    let fake = Fake::start(mode, |_, _| {}).await;
+    let response = fake.request(None).await;
+    assert_echo(&response, &fake.uri("a.fake"));
+    fake
+}
+
+/// 13a. A flood of work-done progress begins with unique tokens (none ever
+///      ended) keeps at most `MAX_PROGRESS_TOKENS`; the rest are counted.
+#[tokio::test]
+async fn a_progress_flood_is_capped_and_counted() {
+    use acp_lsp::lsp::server::MAX_PROGRESS_TOKENS;
+    const FLOOD: usize = 20_000;
+    let fake = flooded(&format!("flood_progress={FLOOD}")).await;
+    let sizes = fake.server().table_sizes();
+    assert_eq!(sizes.progress_tokens, MAX_PROGRESS_TOKENS, "{sizes:?}");
+    let entry = fake.entry().await;
+    assert_eq!(
+        dropped(&entry)["progressTokens"],
+        (FLOOD - MAX_PROGRESS_TOKENS) as u64,
+        "{entry}"
+    );
+    assert_eq!(entry["state"], "indexing", "the tokens kept still count");
+    fake.finish().await;
+}
+
+/// 13b. Endless `client/registerCapability` with unique ids: at most
+///      `MAX_REGISTRATIONS` are kept, the rest refused to the server and
+///      counted, and `lsp/servers` stays small.
+#[tokio::test]
+async fn a_registration_flood_is_capped_and_lsp_servers_stays_small() {
+    use acp_lsp::lsp::server::{MAX_REGISTRATIONS, MAX_REGISTRATION_BYTES};
+    const FLOOD: usize = 5_000;
+    let fake = flooded(&format!("flood_registrations={FLOOD}")).await;
+    let sizes = fake.server().table_sizes();
+    let response = fake
+        .call(
+            GateMethod::Servers,
+            json!({"sessionId": support::fake::SESSION}),
+        )
+        .await;
+    let listing = response.to_string().len();
+    eprintln!("{FLOOD} registrations: lsp/servers is {listing} bytes, {sizes:?}");
+    assert_eq!(sizes.registrations, MAX_REGISTRATIONS, "{sizes:?}");
+    assert!(
+        sizes.registration_bytes <= MAX_REGISTRATION_BYTES,
+        "{sizes:?}"
+    );
+    assert!(
+        listing < 2 * MAX_REGISTRATION_BYTES,
+        "lsp/servers is {listing} bytes"
+    );
+    let entry = fake.entry().await;
+    assert_eq!(
+        dropped(&entry)["registrations"],
+        (FLOOD - MAX_REGISTRATIONS) as u64,
+        "{entry}"
+    );
+    // The refused ones were answered with an error, the kept ones with null.
+    let answers = fake
+        .wait_log("the answers to every registration", |log| {
+            let answers: Vec<&Value> = log
+                .iter()
+                .filter(|m| {
+                    m["id"].as_str().is_some_and(|id| id.starts_with("flood-"))
+                        && m.get("method").is_none()
+                })
+                .collect();
+            (answers.len() == FLOOD)
+                .then(|| answers.iter().filter(|m| m.get("error").is_some()).count())
+        })
+        .await;
+    assert_eq!(answers, FLOOD - MAX_REGISTRATIONS);
+    fake.finish().await;
+}
+
+/// 13c. Diagnostics for ever new documents keep at most
+///      `MAX_DIAGNOSTIC_DOCUMENTS` documents, the oldest evicted and counted.
+#[tokio::test]
+async fn a_diagnostics_flood_is_capped_by_documents() {
+    use acp_lsp::lsp::server::MAX_DIAGNOSTIC_DOCUMENTS;
+    const FLOOD: usize = MAX_DIAGNOSTIC_DOCUMENTS + 500;
+    let fake = flooded(&format!("flood_diagnostics={FLOOD}")).await;
+    let sizes = fake.server().table_sizes();
+    assert_eq!(sizes.diagnostic_documents, MAX_DIAGNOSTIC_DOCUMENTS);
+    let entry = fake.entry().await;
+    assert_eq!(dropped(&entry)["diagnostics"], 500, "{entry}");
+    fake.finish().await;
+}
+
+/// 13d. Large diagnostics for new documents keep at most
+///      `MAX_DIAGNOSTIC_BYTES` in all.
+#[tokio::test]
+async fn a_diagnostics_flood_is_capped_by_bytes() {
+    use acp_lsp::lsp::server::MAX_DIAGNOSTIC_BYTES;
+    const EACH: usize = 1024 * 1024;
+    let flood = MAX_DIAGNOSTIC_BYTES / EACH + 8;
+    let fake = flooded(&format!(
+        "flood_diagnostics={flood},diagnostic_bytes={EACH}"
+    ))
+    .await;
+    let sizes = fake.server().table_sizes();
+    assert!(sizes.diagnostic_bytes <= MAX_DIAGNOSTIC_BYTES, "{sizes:?}");
+    assert!(sizes.diagnostic_documents < flood, "{sizes:?}");
+    let entry = fake.entry().await;
+    assert_eq!(
+        dropped(&entry)["diagnostics"],
+        (flood - sizes.diagnostic_documents) as u64,
+        "{entry}"
+    );
+    fake.finish().await;
+}
+
+/// 13e. Megabytes of garbage on the server's stdout are counted, and logged
+///      a few times per window instead of once per 8 KiB chunk (the count of
+///      lines logged is taken where they are logged: a `tracing` capture is
+///      not reliable with tests running on several threads).
+#[tokio::test]
+async fn stdout_garbage_is_counted_and_its_warnings_rate_limited() {
+    use acp_lsp::lsp::ratelimit::MAX_WARNINGS_PER_WINDOW;
+    const GARBAGE: usize = 16 * 1024 * 1024;
+    let fake = flooded(&format!("flood_garbage={GARBAGE}")).await;
+    let entry = fake.entry().await;
+    let dropped = dropped(&entry);
+    assert_eq!(dropped["garbageBytes"], GARBAGE as u64, "{entry}");
+    let logged = fake.server().output_warnings_logged();
+    assert!(
+        (1..=u64::from(MAX_WARNINGS_PER_WINDOW)).contains(&logged),
+        "{logged} warnings logged"
+    );
+    let suppressed = dropped["suppressedWarnings"].as_u64().unwrap_or(0);
+    eprintln!("{GARBAGE} bytes of garbage: {logged} warnings logged, {suppressed} counted");
+    // One warning per chunk skipped: 16 MiB in chunks of at most the
+    // buffer FramedRead grows to.
+    assert!(suppressed > 100, "{entry}");
+    fake.finish().await;
+}

@@ -762,3 +762,154 @@ async fn an_agent_that_takes_http_gets_an_http_entry_with_a_bearer_token() {
     client.cancel().await.expect("close the MCP client");
     proxy.registry.shutdown().await;
 }
+
+// ------------------------------------- MCP over HTTP: limits (issue 13, item 9)
+
+/// An MCP HTTP server over a gate with no language server, with `limits`,
+/// and one live token.
+async fn limited_http(
+    limits: acp_lsp::lsp::config::McpHttpLimits,
+) -> (McpHttp, String, Arc<TokenTable>) {
+    let config = Config {
+        servers: Vec::new(),
+        ..Config::builtin()
+    };
+    let gate_config = config.gate_config();
+    let registry = Registry::new(config, RegistryOptions::default());
+    let gate = Gate::new(registry, gate_config);
+    let tokens = Arc::new(TokenTable::new());
+    let token = tokens.create(Some("s")).expect("token");
+    let http = McpHttp::bind_with_limits(
+        gate,
+        Arc::clone(&tokens),
+        None,
+        acp_lsp::mcp::tools::READY_WAIT,
+        limits,
+    )
+    .await
+    .expect("bind");
+    (http, token, tokens)
+}
+
+/// Sends `head` (request line and headers, without the blank line) and
+/// `body` on a new connection to `url`'s address; returns the connection.
+async fn raw_http(url: &str, head: &str, body: &[u8]) -> tokio::net::TcpStream {
+    let address = url
+        .strip_prefix("http://")
+        .and_then(|rest| rest.split('/').next())
+        .expect("http://host:port/path");
+    let mut stream = tokio::net::TcpStream::connect(address)
+        .await
+        .expect("connect");
+    stream
+        .write_all(format!("{head}\r\nHost: {address}\r\n\r\n").as_bytes())
+        .await
+        .expect("write head");
+    stream.write_all(body).await.expect("write body");
+    stream
+}
+
+/// The status code of the response on `stream`.
+async fn status_of(stream: &mut tokio::net::TcpStream) -> u16 {
+    let mut reader = BufReader::new(stream);
+    let mut line = String::new();
+    timeout(IO_TIMEOUT, reader.read_line(&mut line))
+        .await
+        .expect("a response in time")
+        .expect("read");
+    line.split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or_else(|| panic!("not an HTTP status line: {line:?}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_http_refuses_foreign_origins_large_bodies_and_slow_bodies() {
+    let limits = acp_lsp::lsp::config::McpHttpLimits {
+        max_body_bytes: 1024,
+        max_concurrent: 4,
+        read_timeout: Duration::from_millis(300),
+    };
+    let (http, token, _tokens) = limited_http(limits).await;
+    let url = http.url();
+    let auth = format!("Authorization: Bearer {token}");
+    let post = |extra: &str, length: usize| {
+        format!("POST /mcp HTTP/1.1\r\n{auth}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {length}{extra}")
+    };
+
+    // A web page elsewhere cannot drive the tools, even with the token.
+    for origin in [
+        "https://evil.example",
+        "null",
+        "http://127.0.0.2.evil.example",
+    ] {
+        let mut s = raw_http(&url, &post(&format!("\r\nOrigin: {origin}"), 2), b"{}").await;
+        assert_eq!(status_of(&mut s).await, 403, "Origin {origin}");
+    }
+    // A loopback origin reaches MCP (which refuses `{}` in its own way).
+    let mut s = raw_http(&url, &post("\r\nOrigin: http://localhost:3000", 2), b"{}").await;
+    let status = status_of(&mut s).await;
+    assert!(![403, 408, 413, 429].contains(&status), "got {status}");
+
+    // Over the size limit, declared or streamed.
+    let mut s = raw_http(&url, &post("", 4096), b"").await;
+    assert_eq!(status_of(&mut s).await, 413);
+    let chunked = format!("POST /mcp HTTP/1.1\r\n{auth}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked");
+    let body = format!("800\r\n{}\r\n0\r\n\r\n", "x".repeat(0x800));
+    let mut s = raw_http(&url, &chunked, body.as_bytes()).await;
+    assert_eq!(status_of(&mut s).await, 413);
+
+    // A body that never completes: 408 once the read timeout passes.
+    let mut s = raw_http(&url, &post("", 100), b"{\"partial\":").await;
+    assert_eq!(status_of(&mut s).await, 408);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_http_answers_429_past_its_concurrency_limit() {
+    let limits = acp_lsp::lsp::config::McpHttpLimits {
+        max_body_bytes: 1024,
+        max_concurrent: 1,
+        read_timeout: Duration::from_secs(60),
+    };
+    let (http, token, _tokens) = limited_http(limits).await;
+    let url = http.url();
+    let post = |length: usize| {
+        format!("POST /mcp HTTP/1.1\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {length}")
+    };
+    // A holds the one place while its body trickles in.
+    let mut a = raw_http(&url, &post(2), b"{").await;
+    // B (oversized: answered at once when admitted) is refused with 429
+    // once A's handler has taken the place; until then B takes and returns it.
+    let mut attempts = 0;
+    loop {
+        let mut b = raw_http(&url, &post(4096), b"").await;
+        match status_of(&mut b).await {
+            429 => break,
+            413 => {
+                attempts += 1;
+                assert!(attempts < 1000, "A never held its place");
+                tokio::task::yield_now().await;
+            }
+            other => panic!("B got {other}"),
+        }
+    }
+    // A completes: its place comes back.
+    a.write_all(b"}").await.expect("finish A");
+    let status = status_of(&mut a).await;
+    assert!(![408, 413, 429].contains(&status), "A got {status}");
+    drop(a);
+    let mut attempts = 0;
+    loop {
+        let mut c = raw_http(&url, &post(4096), b"").await;
+        match status_of(&mut c).await {
+            413 => break,
+            429 => {
+                // A's response body may still be held for a moment.
+                attempts += 1;
+                assert!(attempts < 1000, "the place never came back");
+                tokio::task::yield_now().await;
+            }
+            other => panic!("C got {other}"),
+        }
+    }
+}

@@ -236,6 +236,101 @@ async fn env_is_sanitized_passthrough_kept_and_extras_applied() {
     assert!(get("PATH").is_some(), "PATH is inherited");
 }
 
+/// Credential carriers that a denylist by name (KEY/TOKEN/SECRET/PASSWORD)
+/// let through (the first 21; issue 13 counted 25 of 26 in its own set), and
+/// five that hide inside allowed toolchain families.
+const CREDENTIAL_CARRIERS: [(&str, &str); 26] = [
+    ("DATABASE_URL", "postgres://app:carrier-1@db/app"),
+    ("REDIS_URL", "redis://:carrier-2@cache:6379"),
+    ("MONGODB_URI", "mongodb://app:carrier-3@mongo/app"),
+    ("MYSQL_PWD", "carrier-4"),
+    ("SMTP_PASS", "carrier-5"),
+    ("FTP_PASSWD", "carrier-6"),
+    ("TWINE_PASSWD", "carrier-7"),
+    ("GITLAB_PAT", "carrier-8"),
+    ("CI_JOB_JWT", "carrier-9"),
+    ("BW_SESSION", "carrier-10"),
+    ("OP_SESSION_myaccount", "carrier-11"),
+    ("NPM_CONFIG__AUTH", "carrier-12"),
+    ("DOCKER_AUTH_CONFIG", "{\"auths\":\"carrier-13\"}"),
+    ("SENTRY_DSN", "https://carrier-14@sentry.example/1"),
+    (
+        "SLACK_WEBHOOK_URL",
+        "https://hooks.slack.example/carrier-15",
+    ),
+    ("COOKIE", "session=carrier-16"),
+    ("AUTH_HEADER", "Bearer carrier-17"),
+    ("CREDENTIALS_JSON", "{\"secret\":\"carrier-18\"}"),
+    ("AMQP_URL", "amqp://u:carrier-19@mq"),
+    ("AZURE_STORAGE_CONNECTION_STRING", "AccountKey=carrier-20"),
+    ("GOOGLE_APPLICATION_CREDENTIALS", "/secrets/carrier-21.json"),
+    ("PRIVATE_KEY_PEM", "carrier-22"),
+    ("CARGO_REGISTRY_TOKEN", "carrier-23"),
+    ("CARGO_REGISTRIES_CORP_TOKEN", "carrier-24"),
+    ("npm_config__authToken", "carrier-25"),
+    ("NODE_AUTH_TOKEN", "carrier-26"),
+];
+
+/// Allowlisted variables (or members of allowed families) that must reach a
+/// server; inert for everything else this test binary runs.
+const ALLOWED_PROBES: [(&str, &str); 12] = [
+    ("CARGO_ACP_LSP_PROBE", "cargo-family"),
+    ("RUSTUP_ACP_LSP_PROBE", "rustup-family"),
+    ("XDG_ACP_LSP_PROBE", "xdg-family"),
+    ("LC_ACP_LSP_PROBE", "locale-family"),
+    ("PYTHONACPLSPPROBE", "python-family"),
+    ("NODE_ACP_LSP_PROBE", "node-family"),
+    ("npm_config_acp_lsp_probe", "npm-family"),
+    ("ACP_LSP_PROBE_HTTPS_PROXY", "http://proxy.example:3128"),
+    ("GOFLAGS", "-mod=mod"),
+    ("VIRTUAL_ENV", "/nonexistent/venv"),
+    ("NETRC", "/nonexistent/netrc"),
+    ("GIT_ASKPASS", "/nonexistent/askpass"),
+];
+
+fn set_carrier_environment() {
+    static ONCE: Once = Once::new();
+    // Only this test binary's own environment changes (see set_test_environment).
+    ONCE.call_once(|| {
+        for (name, value) in CREDENTIAL_CARRIERS.iter().chain(&ALLOWED_PROBES) {
+            std::env::set_var(name, value);
+        }
+    });
+}
+
+/// Issue 13, item 7: a real process printing its environment gets the
+/// allowlisted variables and none of 26 credential carriers.
+#[tokio::test]
+async fn env_is_an_allowlist_credential_carriers_never_reach_a_server() {
+    set_carrier_environment();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let spec = sh_spec("env", dir.path());
+    let (mut server, io) = ServerProcess::spawn("env", &spec).expect("spawn sh");
+    let out = read_all_output(io, "env finished").await;
+    assert!(server.wait().await.expect("wait").success());
+    let vars: std::collections::BTreeMap<&str, &str> = out
+        .lines()
+        .filter_map(|line| line.split_once('='))
+        .collect();
+    let leaked: Vec<&str> = CREDENTIAL_CARRIERS
+        .iter()
+        .map(|(name, _)| *name)
+        .filter(|name| vars.contains_key(name))
+        .collect();
+    assert_eq!(leaked, Vec::<&str>::new(), "env was:\n{out}");
+    assert!(!out.contains("carrier-"), "a credential leaked:\n{out}");
+    for (name, value) in ALLOWED_PROBES {
+        assert_eq!(vars.get(name), Some(&value), "{name}; env was:\n{out}");
+    }
+    for name in ["PATH", "HOME"] {
+        assert_eq!(
+            vars.get(name).copied(),
+            std::env::var(name).ok().as_deref(),
+            "{name}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn stderr_flood_does_not_block_the_child() {
     const FLOOD: usize = 20_000_000;

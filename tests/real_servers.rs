@@ -654,3 +654,104 @@ fn hover_text(contents: &Value) -> String {
         other => panic!("no hover contents: {other}"),
     }
 }
+
+// ------------------------------------------- project code (issue 13, item 8)
+
+/// Name of the file the fixture's build script writes into the project.
+const BUILD_MARKER: &str = "build-script-ran";
+
+/// A crate whose `build.rs` writes [`BUILD_MARKER`] into the project when it runs.
+fn build_script_project() -> tempfile::TempDir {
+    let dir = tempfile::Builder::new()
+        .prefix("acp-lsp-build-rs-")
+        .tempdir()
+        .expect("temp dir");
+    let root = dir.path();
+    std::fs::write(
+        root.join("Cargo.toml"),
+        "[package]\nname = \"marker\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[workspace]\n",
+    )
+    .expect("write Cargo.toml");
+    std::fs::write(
+        root.join("build.rs"),
+        format!(
+            "fn main() {{\n    let dir = std::env::var(\"CARGO_MANIFEST_DIR\").unwrap();\n    \
+             std::fs::write(std::path::Path::new(&dir).join(\"{BUILD_MARKER}\"), \"ran\").unwrap();\n}}\n"
+        ),
+    )
+    .expect("write build.rs");
+    std::fs::create_dir(root.join("src")).expect("mkdir src");
+    std::fs::write(
+        root.join("src/lib.rs"),
+        "pub fn answer() -> u32 {\n    42\n}\n",
+    )
+    .expect("write lib.rs");
+    dir
+}
+
+/// Opens a session on a fresh [`build_script_project`] with `config`, waits
+/// until rust-analyzer reports ready (quiescent: workspace, build scripts and
+/// proc macros loaded), and says whether the build script ran.
+async fn build_script_ran(config: acp_lsp::lsp::config::Config) -> bool {
+    use acp_lsp::gate::{Gate, GateConfig};
+    use acp_lsp::lsp::registry::{Registry, RegistryOptions};
+    require("rust-analyzer", RUST.install);
+    let project = build_script_project();
+    let root = project.path().canonicalize().expect("canonical root");
+    let registry = Registry::new(config, RegistryOptions::default());
+    let gate = Gate::new(Arc::clone(&registry), GateConfig::default());
+    gate.open_session(SESSION_ID, vec![root.clone()]);
+    let params = serde_json::value::to_raw_value(&json!({ "sessionId": SESSION_ID }))
+        .expect("params serialize");
+    let listing: Value = serde_json::from_slice(
+        &gate
+            .call(
+                acp_lsp::jsonrpc::RequestId::from_u64(1),
+                GateMethod::Servers,
+                Some(params),
+            )
+            .await,
+    )
+    .expect("JSON");
+    let entry = find_entry(&listing["result"], "rust-analyzer");
+    let server = registry
+        .server(entry["serverId"].as_str().expect("serverId"))
+        .expect("registered");
+    let state = tokio::time::timeout(
+        READY_TIMEOUT,
+        server.wait_for_state(|s| {
+            matches!(
+                s,
+                ServerState::Ready | ServerState::Failed | ServerState::Stopped
+            )
+        }),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("rust-analyzer not ready: {:?}", server.status()));
+    assert_eq!(state, ServerState::Ready, "{:?}", server.status());
+    let ran = root.join(BUILD_MARKER).exists();
+    registry.shutdown().await;
+    ran
+}
+
+/// With the default (`project_code` unset, the root not trusted), no build
+/// script runs: rust-analyzer gets `cargo.buildScripts.enable = false`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rust_analyzer_runs_no_build_script_by_default() {
+    let config = acp_lsp::lsp::config::Config::builtin();
+    assert!(
+        !build_script_ran(config).await,
+        "the build script ran with project_code off"
+    );
+}
+
+/// `project_code = "run"`: the build script runs before rust-analyzer is ready.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rust_analyzer_runs_build_scripts_with_project_code_run() {
+    let mut config = acp_lsp::lsp::config::Config::builtin();
+    config.project_code = Some(acp_lsp::lsp::config::ProjectCode::Run);
+    assert!(
+        build_script_ran(config).await,
+        "the build script did not run with project_code run"
+    );
+}

@@ -119,6 +119,7 @@ fn server_entry(id: &str) -> ServerEntry {
                 restarts: 0,
                 memory_bytes: None,
                 degraded_roots: vec![],
+                dropped: None,
             },
         },
     }
@@ -1592,4 +1593,101 @@ async fn an_editor_that_stops_reading_ends_the_relay_as_editor_gone() {
         .await
         .expect("the agent's output stayed open after the relay ended")
         .expect("chatter task failed");
+}
+
+// ---------------------------------------------------------------------------
+// Overload quotas (issue 13, item 9)
+// ---------------------------------------------------------------------------
+
+/// Beyond `max_requests_per_session` (or `max_requests_total`) requests in
+/// flight, one more is answered at once with a retryable `overloaded`; a
+/// finished request gives its place back. Nothing is queued.
+#[tokio::test]
+async fn requests_over_the_quotas_are_refused_at_once_with_a_retryable_reason() {
+    use acp_lsp::gate::{GateMethod, DEFAULT_MAX_REQUESTS_PER_SESSION, DEFAULT_MAX_REQUESTS_TOTAL};
+    use acp_lsp::jsonrpc::RequestId;
+    const { assert!(DEFAULT_MAX_REQUESTS_PER_SESSION <= DEFAULT_MAX_REQUESTS_TOTAL) };
+    let host = FakeHost::new();
+    host.set_reply(ReplyScript::WaitForCancel);
+    let gate = Gate::new(
+        Arc::clone(&host),
+        GateConfig {
+            max_requests_per_session: 2,
+            max_requests_total: 3,
+            ..Default::default()
+        },
+    );
+    for session in ["s1", "s2", "s3"] {
+        gate.open_session(session, vec![PathBuf::from("/ws/proj")]);
+    }
+    let raw_params = |session: &str| {
+        serde_json::value::to_raw_value(&hover(session, "file:///ws/proj/a.rs")).expect("params")
+    };
+    // One request in flight: sent (see `arrived` for the host seeing it).
+    let in_flight = |n: u64, session: &str| {
+        tokio::spawn(gate.call(
+            RequestId::from_u64(n),
+            GateMethod::Request,
+            Some(raw_params(session)),
+        ))
+    };
+    let arrived = || async {
+        timeout(IO_TIMEOUT, host.call_arrived.notified())
+            .await
+            .expect("the host never got the request");
+    };
+    let answer = |n: u64, session: &str| {
+        let call = gate.call(
+            RequestId::from_u64(n),
+            GateMethod::Request,
+            Some(raw_params(session)),
+        );
+        async move {
+            let bytes = timeout(IO_TIMEOUT, call).await.expect("answered at once");
+            serde_json::from_slice::<Value>(&bytes).expect("JSON")
+        }
+    };
+
+    let first = in_flight(1, "s1");
+    arrived().await;
+    let _second = in_flight(2, "s1");
+    arrived().await;
+    let refused = answer(3, "s1").await;
+    let data = expect_error(&refused, -32603, "overloaded");
+    assert_eq!(data["retryable"], true, "{refused}");
+    assert_eq!(data["scope"], "session", "{refused}");
+    assert_eq!(data["limit"], 2, "{refused}");
+
+    let _third = in_flight(4, "s2");
+    arrived().await;
+    let refused = answer(5, "s3").await;
+    let data = expect_error(&refused, -32603, "overloaded");
+    assert_eq!(data["scope"], "total", "{refused}");
+    assert_eq!(data["limit"], 3, "{refused}");
+    assert_eq!(
+        host.calls().len(),
+        3,
+        "refused requests never reach the host"
+    );
+
+    // lsp/servers is not counted.
+    let servers = serde_json::value::to_raw_value(&json!({"sessionId": "s3"})).expect("params");
+    let listing: Value = serde_json::from_slice(
+        &gate
+            .call(RequestId::from_u64(6), GateMethod::Servers, Some(servers))
+            .await,
+    )
+    .expect("JSON");
+    assert!(listing.get("result").is_some(), "{listing}");
+
+    // The first one ends (cancelled): its place is free again.
+    assert!(gate.cancel(&RequestId::from_u64(1)));
+    let ended: Value = serde_json::from_slice(&first.await.expect("task")).expect("JSON");
+    expect_error(&ended, -32800, "cancelled");
+    let _fourth = in_flight(7, "s1");
+    arrived().await;
+    assert_eq!(host.calls().len(), 4);
+    for id in [2, 4, 7] {
+        gate.cancel(&RequestId::from_u64(id));
+    }
 }

@@ -59,6 +59,20 @@
 //!   `workspace/didChangeWatchedFiles` (a file changed on disk), or a
 //!   `fake/finishIndexing` request, reports 50 % and ends it.
 //!
+//! * `flood_progress=<n>` — after `initialized`, send n `$/progress` begins,
+//!   each with its own token (`"flood-<i>"`), none ever ended.
+//! * `flood_registrations=<n>` — after `initialized`, send n
+//!   `client/registerCapability` requests (ids `"flood-<i>"`), each
+//!   registering a `workspace/didChangeWatchedFiles` watcher with its own id.
+//! * `flood_diagnostics=<n>` — after `initialized`, publish diagnostics for n
+//!   different documents (`file:///flood/<i>.fake`), each one diagnostic whose
+//!   message is `diagnostic_bytes=<b>` bytes long (default 100).
+//! * `flood_garbage=<bytes>` — after `initialized`, write that many bytes of
+//!   text that is no LSP frame to stdout.
+//!
+//! The floods are written before the next message is read, so the answer to
+//! any later request arrives after all of them.
+//!
 //! Hidden helper modes (used by tests, not by the proxy):
 //! * `sleep_forever` — do nothing until killed (the `fork_grandchild` grandchild).
 //! * `spawn_child_via_library` — start `sleep_forever` through
@@ -388,7 +402,58 @@ impl<W: Write> Server<W> {
         write_message(&mut self.out, note.to_string().as_bytes())
     }
 
+    /// The `flood_*` modes, on `initialized`.
+    fn flood(&mut self) -> io::Result<()> {
+        let count = |name: &str| -> usize {
+            self.mode
+                .params
+                .get(name)
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0)
+        };
+        for i in 0..count("flood_progress") {
+            let note = json!({"jsonrpc": "2.0", "method": "$/progress",
+                              "params": {"token": format!("flood-{i}"),
+                                         "value": {"kind": "begin", "title": "Flooding"}}});
+            write_message(&mut self.out, note.to_string().as_bytes())?;
+        }
+        for i in 0..count("flood_registrations") {
+            let request = json!({"jsonrpc": "2.0", "id": format!("flood-{i}"),
+            "method": "client/registerCapability",
+            "params": {"registrations": [{
+                "id": format!("flood-watch-{i}"),
+                "method": "workspace/didChangeWatchedFiles",
+                "registerOptions": {"watchers": [{"globPattern": format!("**/*.flood{i}")}]}
+            }]}});
+            write_message(&mut self.out, request.to_string().as_bytes())?;
+        }
+        let size = match count("diagnostic_bytes") {
+            0 => 100,
+            n => n,
+        };
+        let message = "d".repeat(size);
+        for i in 0..count("flood_diagnostics") {
+            let note = json!({"jsonrpc": "2.0", "method": "textDocument/publishDiagnostics",
+                "params": {"uri": format!("file:///flood/{i}.fake"), "diagnostics": [{
+                    "range": {"start": {"line": 0, "character": 0},
+                              "end": {"line": 0, "character": 1}},
+                    "severity": 1, "message": message}]}});
+            write_message(&mut self.out, note.to_string().as_bytes())?;
+        }
+        let mut left = count("flood_garbage");
+        let block = b"garbage that is not a frame\n".repeat(FLOOD_CHUNK / 28);
+        while left > 0 {
+            let n = left.min(block.len());
+            self.out.write_all(&block[..n])?;
+            left -= n;
+        }
+        self.out.flush()
+    }
+
     fn on_notification(&mut self, method: &str) -> io::Result<Option<i32>> {
+        if method == "initialized" {
+            self.flood()?;
+        }
         match method {
             "initialized" if self.mode.has("progress") => {
                 let begin = json!({"kind": "begin", "title": "Indexing", "percentage": 12.5});

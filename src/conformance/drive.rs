@@ -114,7 +114,9 @@ pub async fn drive(
     let agent_listener = UnixListener::bind(&agent_socket)
         .map_err(|e| Failure::new(None, format!("binding the agent socket: {e}")))?;
     let config = temp.join("acp-lsp.toml");
-    std::fs::write(&config, &scenario.meta.config)
+    let text = super::fixture::config_with_defaults(&scenario.meta.config)
+        .map_err(|e| Failure::new(None, format!("the scenario's config: {e}")))?;
+    std::fs::write(&config, text)
         .map_err(|e| Failure::new(None, format!("writing the config: {e}")))?;
     let record_path = record
         .map(Path::to_path_buf)

@@ -155,6 +155,18 @@ pub struct ScenarioMeta {
     pub checks: Vec<AnswerCheck>,
 }
 
+/// The scenario's acp-lsp configuration as recordings are made and replayed:
+/// `project_code = "run"` unless the scenario says otherwise. The fixtures
+/// hold no build scripts or plugins, and their recordings were made with
+/// servers' defaults; the trust setting is tested elsewhere.
+pub fn config_with_defaults(scenario_config: &str) -> Result<String, String> {
+    let mut doc: toml_edit::DocumentMut = scenario_config.parse().map_err(|e| format!("{e}"))?;
+    if !doc.contains_key("project_code") {
+        doc.insert("project_code", toml_edit::value("run"));
+    }
+    Ok(doc.to_string())
+}
+
 /// `[[checks]]`: the agent's request `id` (its JSON text, e.g. `"\"a5\""`)
 /// must get an answer whose JSON text contains `contains`.
 #[derive(Debug, Clone, Default, Deserialize)]

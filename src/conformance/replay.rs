@@ -230,7 +230,9 @@ pub fn replay_config(
     acp_lsp: &Path,
     sockets: &Path,
 ) -> Result<String, String> {
-    let mut doc: toml_edit::DocumentMut = scenario_config.parse().map_err(|e| format!("{e}"))?;
+    let mut doc: toml_edit::DocumentMut = super::fixture::config_with_defaults(scenario_config)?
+        .parse()
+        .map_err(|e| format!("{e}"))?;
     if doc.get("servers").is_none() {
         let mut table = toml_edit::Table::new();
         table.set_implicit(true);

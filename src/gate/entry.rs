@@ -162,6 +162,40 @@ pub struct AcpLspEntry {
     /// Roots whose file watching is degraded (watch limit hit).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub degraded_roots: Vec<String>,
+    /// What acp-lsp dropped from this server to stay bounded; absent while
+    /// nothing was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dropped: Option<Dropped>,
+}
+
+/// What acp-lsp dropped from one server's output because a table was at its
+/// cap (`lsp::server::MAX_*`) or the bytes were not protocol; counted since
+/// the server was first started (garbage and invalid messages: since its last
+/// start).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Dropped {
+    /// `$/progress` begins beyond `MAX_PROGRESS_TOKENS` live tokens.
+    pub progress_tokens: u64,
+    /// `client/registerCapability` registrations beyond `MAX_REGISTRATIONS`
+    /// or `MAX_REGISTRATION_BYTES` (refused with an error to the server).
+    pub registrations: u64,
+    /// Documents' diagnostics evicted beyond `MAX_DIAGNOSTIC_DOCUMENTS` or
+    /// `MAX_DIAGNOSTIC_BYTES`.
+    pub diagnostics: u64,
+    /// Bytes of stdout that were not an LSP frame.
+    pub garbage_bytes: u64,
+    /// Frames that were not JSON-RPC.
+    pub invalid_messages: u64,
+    /// Warnings about this server counted instead of logged (rate limit).
+    pub suppressed_warnings: u64,
+}
+
+impl Dropped {
+    /// `None` when nothing was dropped.
+    pub fn any(self) -> Option<Dropped> {
+        (self != Dropped::default()).then_some(self)
+    }
 }
 
 impl ServerEntry {

@@ -80,6 +80,8 @@ pub enum GateError {
     Cancelled,
     #[error("the document changed while the request was in flight")]
     ContentModified,
+    #[error("too many lsp/requests in flight ({scope}: at most {limit}); retry later")]
+    Overloaded { scope: &'static str, limit: usize },
     #[error("internal error: {0}")]
     Internal(String),
 }
@@ -157,6 +159,11 @@ struct ErrorData<'a> {
     available_methods: Option<&'a [String]>,
     #[serde(skip_serializing_if = "Option::is_none")]
     allowed_commands: Option<&'a [String]>,
+    /// `overloaded`: which quota (`session`, `total`) and its limit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    scope: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    limit: Option<usize>,
 }
 
 impl GateError {
@@ -184,6 +191,7 @@ impl GateError {
             GateError::ServerExited { .. }
             | GateError::ResponseTooLarge { .. }
             | GateError::DeadlineExceeded { .. }
+            | GateError::Overloaded { .. }
             | GateError::Internal(_) => INTERNAL_ERROR,
         }
     }
@@ -206,6 +214,7 @@ impl GateError {
             GateError::DeadlineExceeded { .. } => "deadline_exceeded",
             GateError::Cancelled => "cancelled",
             GateError::ContentModified => "content_modified",
+            GateError::Overloaded { .. } => "overloaded",
             GateError::Internal(_) => "internal",
         }
     }
@@ -216,7 +225,8 @@ impl GateError {
             GateError::ServerNotRunning { server, .. } => server.status.will_run(),
             GateError::ServerExited { .. }
             | GateError::DeadlineExceeded { .. }
-            | GateError::ContentModified => true,
+            | GateError::ContentModified
+            | GateError::Overloaded { .. } => true,
             _ => false,
         }
     }
@@ -277,6 +287,10 @@ impl GateError {
                 data.servers = Some(servers);
             }
             GateError::ServerExited { server_id } => data.server_id = Some(server_id),
+            GateError::Overloaded { scope, limit } => {
+                data.scope = Some(scope);
+                data.limit = Some(*limit);
+            }
             _ => {}
         }
         let mut text = serde_json::to_string(&data).expect("BUG: error data always serializes");

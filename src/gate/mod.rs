@@ -23,8 +23,8 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 pub use entry::{
-    AcpLspEntry, EntryMeta, Progress, RegistrationEntry, ServerEntry, ServerState, ServerSummary,
-    ServersResult, State,
+    AcpLspEntry, Dropped, EntryMeta, Progress, RegistrationEntry, ServerEntry, ServerState,
+    ServerSummary, ServersResult, State,
 };
 pub use error::{GateError, NotRunning};
 pub use methods::{GateMethod, Refusal};
@@ -32,6 +32,11 @@ pub use session::{Session, SessionTable};
 
 /// Longest `waitUntilReady` honoured.
 pub const MAX_WAIT_UNTIL_READY: Duration = Duration::from_secs(300);
+/// Default most `lsp/request`s (and MCP tool requests) in flight per session;
+/// one more is refused at once with `overloaded` (retryable), never queued.
+pub const DEFAULT_MAX_REQUESTS_PER_SESSION: usize = 32;
+/// Default most `lsp/request`s in flight over all sessions.
+pub const DEFAULT_MAX_REQUESTS_TOTAL: usize = 128;
 
 /// What the gate needs to know to route a request to one server.
 #[derive(Debug, Clone)]
@@ -114,13 +119,56 @@ pub trait LspHost: Send + Sync + 'static {
 }
 
 /// Configuration of the gate itself.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct GateConfig {
     pub limits: Limits,
     /// Extra roots requests may name but that are never written.
     pub read_only_roots: Vec<std::path::PathBuf>,
     /// Non-`file` URI schemes let through (lowercase).
     pub allowed_uri_schemes: Vec<String>,
+    /// Most `lsp/request`s in flight per session ([`DEFAULT_MAX_REQUESTS_PER_SESSION`]).
+    pub max_requests_per_session: usize,
+    /// Most `lsp/request`s in flight in all ([`DEFAULT_MAX_REQUESTS_TOTAL`]).
+    pub max_requests_total: usize,
+}
+
+impl Default for GateConfig {
+    fn default() -> Self {
+        GateConfig {
+            limits: Limits::default(),
+            read_only_roots: Vec::new(),
+            allowed_uri_schemes: Vec::new(),
+            max_requests_per_session: DEFAULT_MAX_REQUESTS_PER_SESSION,
+            max_requests_total: DEFAULT_MAX_REQUESTS_TOTAL,
+        }
+    }
+}
+
+/// `lsp/request`s in flight, per session and in all.
+#[derive(Default)]
+struct Quota {
+    total: usize,
+    /// Session id → its requests in flight (no entry at zero).
+    per_session: HashMap<String, usize>,
+}
+
+/// One admitted request; gives its place back when dropped.
+struct Admitted<'a> {
+    quota: &'a Mutex<Quota>,
+    session: String,
+}
+
+impl Drop for Admitted<'_> {
+    fn drop(&mut self) {
+        let mut quota = self.quota.lock().expect("BUG: quota lock poisoned");
+        quota.total -= 1;
+        if let Some(n) = quota.per_session.get_mut(&self.session) {
+            *n -= 1;
+            if *n == 0 {
+                quota.per_session.remove(&self.session);
+            }
+        }
+    }
 }
 
 /// Answers the gate's ACP methods over a host.
@@ -130,6 +178,7 @@ pub struct Gate<H> {
     sessions: SessionTable,
     /// Agent request id → cancellation of the matching in-flight `lsp/request`.
     in_flight: Mutex<HashMap<RequestId, CancellationToken>>,
+    quota: Mutex<Quota>,
 }
 
 #[derive(Deserialize)]
@@ -206,6 +255,7 @@ impl<H: LspHost> Gate<H> {
             config,
             sessions,
             in_flight: Mutex::new(HashMap::new()),
+            quota: Mutex::new(Quota::default()),
         })
     }
 
@@ -364,6 +414,30 @@ impl<H: LspHost> Gate<H> {
             .collect()
     }
 
+    /// Admits one more `lsp/request` of `session`, or refuses it at once.
+    fn admit(&self, session: &str) -> Result<Admitted<'_>, GateError> {
+        let mut quota = self.quota.lock().expect("BUG: quota lock poisoned");
+        let mine = quota.per_session.get(session).copied().unwrap_or(0);
+        if mine >= self.config.max_requests_per_session {
+            return Err(GateError::Overloaded {
+                scope: "session",
+                limit: self.config.max_requests_per_session,
+            });
+        }
+        if quota.total >= self.config.max_requests_total {
+            return Err(GateError::Overloaded {
+                scope: "total",
+                limit: self.config.max_requests_total,
+            });
+        }
+        quota.total += 1;
+        *quota.per_session.entry(session.to_string()).or_insert(0) += 1;
+        Ok(Admitted {
+            quota: &self.quota,
+            session: session.to_string(),
+        })
+    }
+
     fn check_shape(&self, params: Option<&RawValue>) -> Result<(), GateError> {
         let Some(params) = params else {
             return Err(GateError::InvalidParams("params are missing".into()));
@@ -496,6 +570,9 @@ impl<H: LspHost> Gate<H> {
                     .await,
             ));
         }
+        // Counted from here to the answer: waiting for readiness or document
+        // sync holds a place too.
+        let _admitted = self.admit(session.id()).map_err(fail)?;
 
         let Some(params) = parsed.params else {
             return Err(fail(GateError::InvalidParams(

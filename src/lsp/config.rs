@@ -37,7 +37,10 @@
 //! ```
 //!
 //! Top-level keys: `read_only_roots`, `allowed_uri_schemes`, `skip_dirs`, `idle_grace_ms`,
-//! `trusted_projects`, `servers`. A list given in a file replaces the list it is merged over.
+//! `trusted_projects`, `project_code` (`"run"` or `"off"`, see [`ProjectCode`]),
+//! `max_requests_per_session`, `max_requests_total` (the gate's quotas), `mcp_http`
+//! (a table: `max_body_bytes`, `max_concurrent`, `read_timeout_ms`), `servers`.
+//! A list given in a file replaces the list it is merged over.
 //!
 //! Keys of a `[servers.NAME]` table (all optional when NAME is an existing server):
 //!
@@ -51,7 +54,7 @@
 //! | `initialization_options` | any value, sent in `initialize` | none |
 //! | `settings` | table, answered to `workspace/configuration` by section path | `{}` |
 //! | `env` | table of strings, extra environment for the server | `{}` |
-//! | `env_passthrough` | list of variable names let through even if they look secret | `[]` |
+//! | `env_passthrough` | list of variable names (or `PREFIX*`) inherited beyond the allowlist of `lsp::process` | `[]` |
 //! | `request_timeout_ms` | integer > 0 | `30000` |
 //! | `execute_commands` | list of `workspace/executeCommand` commands allowed | `[]` |
 //! | `extension_methods` | list of the server's own request methods forwarded to it (`rust-analyzer/expandMacro`) | `[]` |
@@ -59,6 +62,7 @@
 //! | `language_id_by_extension` | table, extension → languageId | `{}` |
 //! | `watch_globs` | list of static `didChangeWatchedFiles` globs | `[]` |
 //! | `ready_when_quiescent` | boolean: `ready` only after `experimental/serverStatus` says quiescent | `false` |
+//! | `project_code` | `"run"` or `"off"`: overrides the global [`ProjectCode`] for this server | unset |
 //! | `enabled` | boolean | `true` |
 //!
 //! Over an existing server, a given key replaces the old value, except `settings`,
@@ -86,6 +90,93 @@ pub const DEFAULT_REQUEST_TIMEOUT_MS: u64 = 30_000;
 
 /// Default for [`Config::idle_grace_ms`].
 pub const DEFAULT_IDLE_GRACE_MS: u64 = 30_000;
+
+/// Whether language servers may run code the project brings (rust-analyzer's
+/// build scripts and proc macros, a workspace's own TypeScript, a go.mod's
+/// toolchain). The effective value for a server at a root is, first found:
+/// the server's `project_code`, the global `project_code`, else `run` when the
+/// root lies under `trusted_projects` and `off` otherwise. Off by default
+/// because the agent, not a person, decides what a session opens and writes:
+/// a `build.rs` it writes (or a checkout it is pointed at) would otherwise run
+/// on the next `session/new` with no one asking. See ARCHITECTURE.md.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProjectCode {
+    Run,
+    Off,
+}
+
+impl ProjectCode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProjectCode::Run => "run",
+            ProjectCode::Off => "off",
+        }
+    }
+}
+
+/// Where an effective [`ProjectCode`] came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProjectCodeSource {
+    Server,
+    Global,
+    TrustedProject,
+    Default,
+}
+
+impl ProjectCodeSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProjectCodeSource::Server => "server setting",
+            ProjectCodeSource::Global => "global setting",
+            ProjectCodeSource::TrustedProject => "trusted project",
+            ProjectCodeSource::Default => "default",
+        }
+    }
+}
+
+/// What `project_code = "off"` changes for a server: how, or why it cannot.
+pub fn project_code_switch(server: &str) -> &'static str {
+    match server {
+        "rust-analyzer" => "build scripts and proc macros disabled",
+        "typescript-language-server" => {
+            "no global plugins; tsserver pinned to the TypeScript installed beside the server"
+        }
+        "gopls" => "GOTOOLCHAIN=local (a go.mod cannot pick a toolchain to run)",
+        "clangd" => "runs no project code (no --query-driver)",
+        "pyright" | "basedpyright" | "pylsp" => {
+            "no switch: it may run the project's configured Python interpreter"
+        }
+        "zls" => "no switch: it runs the project's build.zig",
+        _ => "no switch known",
+    }
+}
+
+/// Defaults of the MCP HTTP transport's limits (`[mcp_http]` in the file).
+pub const DEFAULT_MCP_HTTP_MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
+pub const DEFAULT_MCP_HTTP_MAX_CONCURRENT: usize = 16;
+pub const DEFAULT_MCP_HTTP_READ_TIMEOUT_MS: u64 = 10_000;
+
+/// Limits of the MCP server over HTTP (`src/mcp/http.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct McpHttpLimits {
+    /// Larger request bodies get 413.
+    pub max_body_bytes: usize,
+    /// Requests (and open response streams) at once; one more gets 429.
+    pub max_concurrent: usize,
+    /// A request whose body has not fully arrived by then gets 408.
+    pub read_timeout: Duration,
+}
+
+impl Default for McpHttpLimits {
+    fn default() -> Self {
+        McpHttpLimits {
+            max_body_bytes: DEFAULT_MCP_HTTP_MAX_BODY_BYTES,
+            max_concurrent: DEFAULT_MCP_HTTP_MAX_CONCURRENT,
+            read_timeout: Duration::from_millis(DEFAULT_MCP_HTTP_READ_TIMEOUT_MS),
+        }
+    }
+}
 
 /// Position encodings a server entry may offer.
 pub const KNOWN_POSITION_ENCODINGS: &[&str] = &["utf-8", "utf-16", "utf-32"];
@@ -143,7 +234,8 @@ pub struct ServerConfig {
     /// Extra environment for the server.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
-    /// Environment variable names let through even if they look secret.
+    /// Variables of the proxy's environment inherited beyond the allowlist
+    /// (`lsp::process::ENV_ALLOWED`…): exact names, or `PREFIX*`.
     #[serde(default)]
     pub env_passthrough: Vec<String>,
     #[serde(default = "default_request_timeout_ms")]
@@ -168,6 +260,9 @@ pub struct ServerConfig {
     /// is `indexing` until a status says `quiescent`, since it answers empty while loading.
     #[serde(default)]
     pub ready_when_quiescent: bool,
+    /// Overrides the global [`ProjectCode`] for this server.
+    #[serde(default)]
+    pub project_code: Option<ProjectCode>,
     #[serde(default = "default_true")]
     pub enabled: bool,
 }
@@ -220,6 +315,7 @@ impl ServerConfig {
             language_id_by_extension: BTreeMap::new(),
             watch_globs: Vec::new(),
             ready_when_quiescent: false,
+            project_code: None,
             enabled: true,
         }
     }
@@ -327,6 +423,12 @@ pub struct Config {
     pub skip_dirs: Vec<String>,
     pub idle_grace_ms: u64,
     pub trusted_projects: Vec<PathBuf>,
+    /// The global [`ProjectCode`]; `None`: by trust.
+    pub project_code: Option<ProjectCode>,
+    /// The gate's quotas (`crate::gate::DEFAULT_MAX_REQUESTS_*`).
+    pub max_requests_per_session: usize,
+    pub max_requests_total: usize,
+    pub mcp_http: McpHttpLimits,
     /// Files that were read, in order.
     pub sources: Vec<PathBuf>,
 }
@@ -483,8 +585,21 @@ struct FileConfig {
     skip_dirs: Option<Vec<String>>,
     idle_grace_ms: Option<u64>,
     trusted_projects: Option<Vec<String>>,
+    project_code: Option<ProjectCode>,
+    max_requests_per_session: Option<usize>,
+    max_requests_total: Option<usize>,
+    mcp_http: Option<McpHttpPatch>,
     #[serde(default)]
     servers: BTreeMap<String, ServerPatch>,
+}
+
+/// The `[mcp_http]` table.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct McpHttpPatch {
+    max_body_bytes: Option<usize>,
+    max_concurrent: Option<usize>,
+    read_timeout_ms: Option<u64>,
 }
 
 /// A `[servers.NAME]` table: the keys given.
@@ -507,6 +622,7 @@ struct ServerPatch {
     language_id_by_extension: Option<BTreeMap<String, String>>,
     watch_globs: Option<Vec<String>>,
     ready_when_quiescent: Option<bool>,
+    project_code: Option<ProjectCode>,
     enabled: Option<bool>,
 }
 
@@ -526,6 +642,10 @@ impl Config {
             skip_dirs: strings(DEFAULT_SKIP_DIRS),
             idle_grace_ms: DEFAULT_IDLE_GRACE_MS,
             trusted_projects: Vec::new(),
+            project_code: None,
+            max_requests_per_session: crate::gate::DEFAULT_MAX_REQUESTS_PER_SESSION,
+            max_requests_total: crate::gate::DEFAULT_MAX_REQUESTS_TOTAL,
+            mcp_http: McpHttpLimits::default(),
             sources: Vec::new(),
         }
     }
@@ -597,9 +717,44 @@ impl Config {
             limits: Default::default(),
             read_only_roots: self.read_only_roots.clone(),
             allowed_uri_schemes: self.allowed_uri_schemes.clone(),
+            max_requests_per_session: self.max_requests_per_session,
+            max_requests_total: self.max_requests_total,
         }
     }
 
+    /// The effective [`ProjectCode`] of `server` at `root`, and where it came from.
+    pub fn project_code_for(
+        &self,
+        server: &ServerConfig,
+        root: &Path,
+    ) -> (ProjectCode, ProjectCodeSource) {
+        if let Some(code) = server.project_code {
+            (code, ProjectCodeSource::Server)
+        } else if let Some(code) = self.project_code {
+            (code, ProjectCodeSource::Global)
+        } else if self.is_trusted(root) {
+            (ProjectCode::Run, ProjectCodeSource::TrustedProject)
+        } else {
+            (ProjectCode::Off, ProjectCodeSource::Default)
+        }
+    }
+
+    /// `server` as it runs at `root` (started from `program`): with
+    /// `project_code = "off"` in effect, the server's own switches against
+    /// running project code are set, over anything the configuration says.
+    pub fn effective_server(
+        &self,
+        server: &ServerConfig,
+        root: &Path,
+        program: &Path,
+    ) -> ServerConfig {
+        let (code, _) = self.project_code_for(server, root);
+        let mut server = server.clone();
+        if code == ProjectCode::Off {
+            turn_off_project_code(&mut server, program);
+        }
+        server
+    }
     pub fn enabled_servers(&self) -> impl Iterator<Item = &ServerConfig> {
         self.servers.iter().filter(|s| s.enabled)
     }
@@ -864,6 +1019,48 @@ fn merge_text(
     if let Some(ms) = file.idle_grace_ms {
         config.idle_grace_ms = ms;
     }
+    if let Some(code) = file.project_code {
+        config.project_code = Some(code);
+    }
+    for (key, value, slot) in [
+        (
+            "max_requests_per_session",
+            file.max_requests_per_session,
+            &mut config.max_requests_per_session,
+        ),
+        (
+            "max_requests_total",
+            file.max_requests_total,
+            &mut config.max_requests_total,
+        ),
+    ] {
+        if let Some(n) = value {
+            if n == 0 {
+                return Err(invalid(key.to_string(), "must be greater than 0".into()));
+            }
+            *slot = n;
+        }
+    }
+    if let Some(http) = file.mcp_http {
+        if http.max_body_bytes == Some(0) || http.max_concurrent == Some(0) {
+            return Err(invalid(
+                "mcp_http".to_string(),
+                "limits must be greater than 0".into(),
+            ));
+        }
+        if http.read_timeout_ms == Some(0) {
+            return Err(invalid(
+                "mcp_http.read_timeout_ms".to_string(),
+                "must be greater than 0".into(),
+            ));
+        }
+        let limits = &mut config.mcp_http;
+        limits.max_body_bytes = http.max_body_bytes.unwrap_or(limits.max_body_bytes);
+        limits.max_concurrent = http.max_concurrent.unwrap_or(limits.max_concurrent);
+        if let Some(ms) = http.read_timeout_ms {
+            limits.read_timeout = Duration::from_millis(ms);
+        }
+    }
     if let Some(trusted) = file.trusted_projects {
         if kind == FileKind::Project {
             return Err(invalid(
@@ -1069,10 +1266,74 @@ fn apply_patch(
     if let Some(quiescent) = patch.ready_when_quiescent {
         server.ready_when_quiescent = quiescent;
     }
+    if let Some(code) = patch.project_code {
+        server.project_code = Some(code);
+    }
     if let Some(enabled) = patch.enabled {
         server.enabled = enabled;
     }
     Ok(())
+}
+
+/// Sets the switches of [`project_code_switch`] on `server` (by name, so a
+/// user's own entry for the same server gets them too).
+fn turn_off_project_code(server: &mut ServerConfig, program: &Path) {
+    match server.name.as_str() {
+        "rust-analyzer" => {
+            // Both places: rust-analyzer reads initializationOptions before it
+            // asks workspace/configuration, and may load the workspace between.
+            let off = json!({
+                "cargo": { "buildScripts": { "enable": false } },
+                "procMacro": { "enable": false }
+            });
+            let options = server
+                .initialization_options
+                .get_or_insert_with(empty_object);
+            deep_merge(options, off.clone());
+            if !server.settings.is_object() {
+                server.settings = empty_object();
+            }
+            deep_merge(&mut server.settings, json!({ "rust-analyzer": off }));
+        }
+        "typescript-language-server" => {
+            // It prefers the workspace's node_modules/typescript, whose
+            // tsserver.js is then project code; pin the one installed beside
+            // the server when there is one, unless the user chose a path.
+            let mut off = json!({ "plugins": [] });
+            let pinned = server
+                .initialization_options
+                .as_ref()
+                .and_then(|o| o.pointer("/tsserver/path"))
+                .is_some();
+            if !pinned {
+                if let Some(lib) = typescript_beside(program) {
+                    off["tsserver"] = json!({ "path": lib.display().to_string() });
+                }
+            }
+            let options = server
+                .initialization_options
+                .get_or_insert_with(empty_object);
+            deep_merge(options, off);
+        }
+        "gopls" => {
+            server
+                .env
+                .insert("GOTOOLCHAIN".to_string(), "local".to_string());
+        }
+        _ => {}
+    }
+}
+
+/// `node_modules/typescript/lib/tsserver.js` next to the package `program`
+/// (a typescript-language-server launcher, symlinks resolved) belongs to.
+/// typescript-language-server takes `tsserver.path` over the workspace's
+/// TypeScript, which it otherwise prefers to the one it was installed with.
+fn typescript_beside(program: &Path) -> Option<PathBuf> {
+    let real = program.canonicalize().ok()?;
+    real.ancestors()
+        .filter(|dir| dir.file_name().is_some_and(|n| n == "node_modules"))
+        .map(|modules| modules.join("typescript").join("lib").join("tsserver.js"))
+        .find(|tsserver| tsserver.is_file())
 }
 
 fn python_server(name: &str, command: &str, args: &[&str]) -> ServerConfig {
@@ -1613,5 +1874,127 @@ file_extensions = [".aaa"]
         assert_eq!(line_col(text, 0), (1, 1));
         assert_eq!(line_col(text, 2), (2, 1));
         assert_eq!(line_col(text, 6), (2, 4));
+    }
+
+    #[test]
+    fn project_code_is_off_by_default_run_when_trusted_and_settings_win() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path();
+        let mut config = Config::builtin();
+        let rust = config.server("rust-analyzer").cloned().expect("built-in");
+        assert_eq!(
+            config.project_code_for(&rust, root),
+            (ProjectCode::Off, ProjectCodeSource::Default)
+        );
+        let off = config.effective_server(&rust, root, Path::new("rust-analyzer"));
+        assert_eq!(
+            off.settings_section(Some("rust-analyzer.cargo.buildScripts.enable")),
+            json!(false)
+        );
+        assert_eq!(
+            off.settings_section(Some("rust-analyzer.procMacro.enable")),
+            json!(false)
+        );
+        let options = off.initialization_options.clone().unwrap_or_default();
+        assert_eq!(options["cargo"]["buildScripts"]["enable"], json!(false));
+        assert_eq!(options["procMacro"]["enable"], json!(false));
+        // The rest of the built-in's settings stay.
+        assert_eq!(
+            off.settings_section(Some("rust-analyzer.checkOnSave")),
+            json!(false)
+        );
+
+        config.trusted_projects = vec![root.to_path_buf()];
+        assert_eq!(
+            config.project_code_for(&rust, root),
+            (ProjectCode::Run, ProjectCodeSource::TrustedProject)
+        );
+        assert_eq!(
+            config.effective_server(&rust, root, Path::new("rust-analyzer")),
+            rust
+        );
+
+        let parsed = Config::from_toml_str(
+            "project_code = \"off\"\n[servers.gopls]\nproject_code = \"run\"\n",
+            Path::new("/x/config.toml"),
+            config,
+        )
+        .expect("valid");
+        assert_eq!(
+            parsed.project_code_for(&rust, root),
+            (ProjectCode::Off, ProjectCodeSource::Global)
+        );
+        let gopls = parsed.server("gopls").cloned().expect("built-in");
+        assert_eq!(
+            parsed.project_code_for(&gopls, root),
+            (ProjectCode::Run, ProjectCodeSource::Server)
+        );
+        let mut gopls_off = gopls.clone();
+        gopls_off.project_code = None;
+        let effective = parsed.effective_server(&gopls_off, root, Path::new("gopls"));
+        assert_eq!(
+            effective.env.get("GOTOOLCHAIN").map(String::as_str),
+            Some("local")
+        );
+    }
+
+    #[test]
+    fn quotas_and_http_limits_are_read_and_checked() {
+        let parsed = Config::from_toml_str(
+            "max_requests_per_session = 3\nmax_requests_total = 7\n[mcp_http]\nmax_body_bytes = 1000\nmax_concurrent = 2\nread_timeout_ms = 500\n",
+            Path::new("/x/config.toml"),
+            Config::builtin(),
+        )
+        .expect("valid");
+        let gate = parsed.gate_config();
+        assert_eq!(
+            (gate.max_requests_per_session, gate.max_requests_total),
+            (3, 7)
+        );
+        assert_eq!(
+            parsed.mcp_http,
+            McpHttpLimits {
+                max_body_bytes: 1000,
+                max_concurrent: 2,
+                read_timeout: Duration::from_millis(500)
+            }
+        );
+        let zero = Config::from_toml_str(
+            "max_requests_total = 0\n",
+            Path::new("/x/config.toml"),
+            Config::builtin(),
+        );
+        assert!(zero.is_err());
+    }
+
+    #[test]
+    fn project_code_off_pins_typescript_beside_the_server() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let modules = dir.path().join("lib/node_modules");
+        let cli = modules.join("typescript-language-server/lib/cli.mjs");
+        let tsserver = modules.join("typescript/lib/tsserver.js");
+        for file in [&cli, &tsserver] {
+            std::fs::create_dir_all(file.parent().expect("parent")).expect("mkdir");
+            std::fs::write(file, "").expect("write");
+        }
+        let bin = dir.path().join("bin");
+        std::fs::create_dir_all(&bin).expect("mkdir");
+        let program = bin.join("typescript-language-server");
+        std::os::unix::fs::symlink(&cli, &program).expect("link");
+        let config = Config::builtin();
+        let ts = config
+            .server("typescript-language-server")
+            .cloned()
+            .expect("built-in");
+        let off = config.effective_server(&ts, dir.path(), &program);
+        let options = off.initialization_options.expect("options");
+        assert_eq!(options["plugins"], json!([]));
+        let pinned = tsserver.canonicalize().expect("canonical");
+        assert_eq!(
+            options["tsserver"]["path"],
+            json!(pinned.display().to_string())
+        );
+        // The built-in's own option stays.
+        assert_eq!(options["tsserver"]["useSyntaxServer"], json!("never"));
     }
 }

@@ -3,6 +3,7 @@
 //! waiting caller), one ordered writer, and a reader that routes responses,
 //! answers the server's requests and hands its notifications on.
 
+use super::ratelimit::{Verdict, WarnBudget};
 use crate::jsonrpc::content_length::{ContentLengthCodec, LspFrame};
 use crate::jsonrpc::{self, shallow, Envelope, ErrorObject, Kind, Limits, Outcome, RequestId};
 use crate::record::{Direction, Recorder};
@@ -48,6 +49,39 @@ pub trait ServerMessages: Send + Sync + 'static {
 
 type Pending = Mutex<HashMap<u64, oneshot::Sender<Reply>>>;
 
+/// What a connection's reader dropped from the server's output, for the
+/// `lsp/servers` entry: bytes that were no frame, bodies that were no JSON-RPC,
+/// and the warnings about them that the rate limit kept out of the log.
+#[derive(Debug, Default)]
+pub struct ReadStats {
+    garbage_bytes: AtomicU64,
+    invalid_messages: AtomicU64,
+    suppressed_warnings: AtomicU64,
+    logged_warnings: AtomicU64,
+}
+
+impl ReadStats {
+    /// Bytes skipped because they were not an LSP frame.
+    pub fn garbage_bytes(&self) -> u64 {
+        self.garbage_bytes.load(Ordering::Relaxed)
+    }
+
+    /// Frames whose body was not a JSON-RPC message (dropped).
+    pub fn invalid_messages(&self) -> u64 {
+        self.invalid_messages.load(Ordering::Relaxed)
+    }
+
+    /// Warnings about the server's output that were counted, not logged.
+    pub fn suppressed_warnings(&self) -> u64 {
+        self.suppressed_warnings.load(Ordering::Relaxed)
+    }
+
+    /// Warnings about the server's output that were logged.
+    pub fn logged_warnings(&self) -> u64 {
+        self.logged_warnings.load(Ordering::Relaxed)
+    }
+}
+
 /// A live connection. Dropping every handle closes the server's stdin.
 pub struct Connection {
     writer: mpsc::UnboundedSender<Vec<u8>>,
@@ -56,6 +90,7 @@ pub struct Connection {
     closed: CancellationToken,
     /// Ends the server's stdin once what is queued has been written.
     input_done: CancellationToken,
+    stats: Arc<ReadStats>,
 }
 
 impl Connection {
@@ -79,12 +114,14 @@ impl Connection {
         let pending: Arc<Pending> = Arc::default();
         let closed = CancellationToken::new();
         let input_done = CancellationToken::new();
+        let stats = Arc::new(ReadStats::default());
         let connection = Arc::new(Connection {
             writer: writer.clone(),
             pending: Arc::clone(&pending),
             next_id: AtomicU64::new(1),
             closed: closed.clone(),
             input_done: input_done.clone(),
+            stats: Arc::clone(&stats),
         });
         let to_server = recorder
             .clone()
@@ -92,16 +129,25 @@ impl Connection {
         let from_server = recorder.map(|r| (r, Direction::ServerToProxy(server_id.to_string())));
         tokio::spawn(write_frames(stdin, rx, input_done, limits, to_server));
         tokio::spawn(read_frames(
-            server_id.to_string(),
+            Reader {
+                server_id: server_id.to_string(),
+                writer,
+                pending,
+                stats,
+                budget: WarnBudget::new(),
+            },
             stdout,
             limits,
             handler,
-            writer,
-            pending,
             closed,
             from_server,
         ));
         connection
+    }
+
+    /// What the reader dropped from the server's output so far.
+    pub fn read_stats(&self) -> &ReadStats {
+        &self.stats
     }
 
     /// Sends a notification. Returns false when the connection is closed.
@@ -281,14 +327,54 @@ async fn write_frames<W: AsyncWrite + Unpin>(
     let _ = SinkExt::<Vec<u8>>::close(&mut framed).await;
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn read_frames<R: AsyncRead + Unpin>(
+/// The reader task's state.
+struct Reader {
     server_id: String,
+    writer: mpsc::UnboundedSender<Vec<u8>>,
+    pending: Arc<Pending>,
+    stats: Arc<ReadStats>,
+    /// One budget for every warning about the server's output: a server
+    /// writing garbage produces one per 8 KiB skipped (issue 13: 6,400 WARN
+    /// lines per 100 MB before this limit).
+    budget: WarnBudget,
+}
+
+impl Reader {
+    /// Logs a warning about the server's output within the rate limit.
+    fn warn(&mut self, what: std::fmt::Arguments<'_>) {
+        let verdict = self.budget.check();
+        if matches!(verdict, Verdict::Log { .. }) {
+            self.stats.logged_warnings.fetch_add(1, Ordering::Relaxed);
+        }
+        match verdict {
+            Verdict::Log {
+                suppressed_before: 0,
+            } => tracing::warn!(server = %self.server_id, "{what}"),
+            Verdict::Log { suppressed_before } => tracing::warn!(
+                server = %self.server_id,
+                suppressed = suppressed_before,
+                garbage_bytes = self.stats.garbage_bytes(),
+                "{what} (and {suppressed_before} more such warnings not logged)"
+            ),
+            Verdict::Suppress => {
+                self.stats
+                    .suppressed_warnings
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    fn invalid(&mut self, what: std::fmt::Arguments<'_>) {
+        self.stats.invalid_messages.fetch_add(1, Ordering::Relaxed);
+        self.warn(what);
+    }
+}
+
+async fn read_frames<R: AsyncRead + Unpin>(
+    mut reader: Reader,
     stdout: R,
     limits: Limits,
     handler: Arc<dyn ServerMessages>,
-    writer: mpsc::UnboundedSender<Vec<u8>>,
-    pending: Arc<Pending>,
     closed: CancellationToken,
     recorder: Option<(Recorder, Direction)>,
 ) {
@@ -297,7 +383,7 @@ async fn read_frames<R: AsyncRead + Unpin>(
         let frame = match frame {
             Ok(frame) => frame,
             Err(e) => {
-                tracing::warn!(server = %server_id, error = %e, "reading from server failed");
+                tracing::warn!(server = %reader.server_id, error = %e, "reading from server failed");
                 break;
             }
         };
@@ -306,18 +392,26 @@ async fn read_frames<R: AsyncRead + Unpin>(
                 if let Some((rec, dir)) = &recorder {
                     rec.message(dir, &body);
                 }
-                on_message(&server_id, &body, &*handler, &writer, &pending);
+                on_message(&mut reader, &body, &*handler);
             }
             LspFrame::Oversized { declared, prefix } => {
-                tracing::warn!(server = %server_id, declared, "dropped an oversized message");
+                reader.warn(format_args!(
+                    "dropped an oversized message of {declared} bytes"
+                ));
                 if let Some(id) =
                     shallow::top_level_scalar(&prefix, "id").and_then(|t| t.parse().ok())
                 {
-                    complete(&pending, id, Reply::TooLarge { declared });
+                    complete(&reader.pending, id, Reply::TooLarge { declared });
                 }
             }
             LspFrame::Malformed { skipped, reason } => {
-                tracing::warn!(server = %server_id, skipped, %reason, "skipped bytes that were not an LSP frame");
+                reader
+                    .stats
+                    .garbage_bytes
+                    .fetch_add(skipped as u64, Ordering::Relaxed);
+                reader.warn(format_args!(
+                    "skipped {skipped} bytes that were not an LSP frame: {reason}"
+                ));
             }
         }
     }
@@ -325,7 +419,8 @@ async fn read_frames<R: AsyncRead + Unpin>(
     // the table lock, so no request can slip in after the clear and wait forever.
     closed.cancel();
     // Dropping the waiting senders answers every caller with `Closed`.
-    pending
+    reader
+        .pending
         .lock()
         .expect("BUG: pending table lock poisoned")
         .clear();
@@ -341,41 +436,35 @@ fn complete(pending: &Pending, id: u64, reply: Reply) {
     }
 }
 
-fn on_message(
-    server_id: &str,
-    body: &Bytes,
-    handler: &dyn ServerMessages,
-    writer: &mpsc::UnboundedSender<Vec<u8>>,
-    pending: &Pending,
-) {
+fn on_message(reader: &mut Reader, body: &Bytes, handler: &dyn ServerMessages) {
     let kind = match Envelope::parse(body) {
         Ok(envelope) => envelope.kind(),
         Err(e) => {
-            tracing::warn!(server = %server_id, error = %e, "server sent invalid JSON");
+            reader.invalid(format_args!("server sent invalid JSON: {e}"));
             return;
         }
     };
     match kind {
         Some(Kind::Response { id, outcome }) => {
             let Some(id) = id.as_u64() else {
-                tracing::warn!(server = %server_id, %id, "response to an id we never sent");
+                reader.invalid(format_args!("response to an id we never sent: {id}"));
                 return;
             };
             let reply = match outcome {
                 Outcome::Result(result) => Reply::Result(result.to_owned()),
                 Outcome::Error(error) => Reply::Error(error.to_owned()),
             };
-            complete(pending, id, reply);
+            complete(&reader.pending, id, reply);
         }
         Some(Kind::Request { id, method, params }) => {
             let response = match handler.on_request(&method, params) {
                 Ok(result) => jsonrpc::encode_result(&id, &result),
                 Err(error) => jsonrpc::encode_error(Some(&id), &error),
             };
-            let _ = writer.send(response);
+            let _ = reader.writer.send(response);
         }
         Some(Kind::Notification { method, params }) => handler.on_notification(&method, params),
-        None => tracing::warn!(server = %server_id, "server sent a message that is not JSON-RPC"),
+        None => reader.invalid(format_args!("server sent a message that is not JSON-RPC")),
     }
 }
 

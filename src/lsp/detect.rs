@@ -37,7 +37,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use crate::lsp::config::{Config, ServerConfig, ALWAYS_SKIPPED_DIRS};
+use crate::lsp::config::{
+    project_code_switch, Config, ProjectCode, ServerConfig, ALWAYS_SKIPPED_DIRS,
+};
 
 /// Deepest directory level looked at below a session root.
 pub const MAX_DEPTH: usize = 8;
@@ -407,10 +409,11 @@ pub fn server_root_for_file(file: &Path, session_root: &Path, server: &ServerCon
 /// do not apply and the disabled ones.
 pub fn health_report(dir: &Path, config: &Config) -> String {
     let (detected, truncated) = detect_scan(dir, config);
-    let mut rows: Vec<[String; 4]> = vec![[
+    let mut rows: Vec<[String; 5]> = vec![[
         "SERVER".to_string(),
         "ROOT".to_string(),
         "WHY".to_string(),
+        "PROJECT CODE".to_string(),
         "BINARY".to_string(),
     ]];
     for d in &detected {
@@ -424,26 +427,48 @@ pub fn health_report(dir: &Path, config: &Config) -> String {
             .and_then(|s| find_on_path(&s.command))
             .map(|p| p.display().to_string())
             .unwrap_or_else(|| "not installed".to_string());
-        rows.push([d.server.clone(), root, d.reason.to_string(), binary]);
+        let project_code = match config.server(&d.server) {
+            Some(server) => {
+                let (code, source) = config.project_code_for(server, &d.root);
+                match code {
+                    ProjectCode::Run => format!("run ({})", source.as_str()),
+                    ProjectCode::Off => format!(
+                        "off ({}): {}",
+                        source.as_str(),
+                        project_code_switch(&d.server)
+                    ),
+                }
+            }
+            None => String::new(),
+        };
+        rows.push([
+            d.server.clone(),
+            root,
+            d.reason.to_string(),
+            project_code,
+            binary,
+        ]);
     }
 
     let mut out = format!("Language servers for {}\n", dir.display());
     if detected.is_empty() {
         out.push_str("  (no server applies)\n");
     } else {
-        let widths: Vec<usize> = (0..3)
+        let widths: Vec<usize> = (0..4)
             .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
             .collect();
         for r in &rows {
             let line = format!(
-                "  {:w0$}  {:w1$}  {:w2$}  {}",
+                "  {:w0$}  {:w1$}  {:w2$}  {:w3$}  {}",
                 r[0],
                 r[1],
                 r[2],
                 r[3],
+                r[4],
                 w0 = widths[0],
                 w1 = widths[1],
                 w2 = widths[2],
+                w3 = widths[3],
             );
             out.push_str(line.trim_end());
             out.push('\n');
@@ -836,6 +861,19 @@ mod tests {
             .unwrap_or_else(|| panic!("{report}"));
         assert!(line.contains(" . "), "{report}");
         assert!(line.contains("marker Cargo.toml"), "{report}");
+        assert!(
+            line.contains("off (default): build scripts and proc macros disabled"),
+            "{report}"
+        );
+        cfg.trusted_projects = vec![dir.path().to_path_buf()];
+        let trusted = health_report(dir.path(), &cfg);
+        assert!(
+            trusted
+                .lines()
+                .any(|l| l.trim_start().starts_with("rust-analyzer")
+                    && l.contains("run (trusted project)")),
+            "{trusted}"
+        );
         let py = report
             .lines()
             .find(|l| l.trim_start().starts_with("pyright "))

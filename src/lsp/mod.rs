@@ -6,6 +6,7 @@ pub mod detect;
 pub mod documents;
 pub mod handshake;
 pub mod process;
+pub mod ratelimit;
 pub mod registry;
 pub mod server;
 pub mod watchers;

@@ -154,7 +154,9 @@ impl Registry {
                     tracing::info!(server = %found.server, "not installed; skipped");
                     continue;
                 };
-                let server = self.server_for(server_config, &found.root, program);
+                // project_code: the switches of the server at this root.
+                let effective = config.effective_server(server_config, &found.root, &program);
+                let server = self.server_for(&effective, &found.root, program);
                 if !ids.contains(&server.id().to_string()) {
                     ids.push(server.id().to_string());
                 }

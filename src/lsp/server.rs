@@ -10,9 +10,10 @@ use super::documents::{
 };
 use super::handshake;
 use super::process::{ServerProcess, SpawnSpec, EXIT_GRACE};
+use super::ratelimit::{Verdict, WarnBudget};
 use super::watchers::FileWatchers;
 use crate::gate::{
-    AcpLspEntry, EntryMeta, GateError, HostCall, HostReply, NotRunning, Progress,
+    AcpLspEntry, Dropped, EntryMeta, GateError, HostCall, HostReply, NotRunning, Progress,
     RegistrationEntry, ServerEntry, ServerState, State,
 };
 use crate::jsonrpc::object::RawObject;
@@ -52,8 +53,22 @@ pub const RESTART_BACKOFF: [Duration; 5] = [
 /// This many crashes within [`CRASH_WINDOW`] mark the server failed.
 pub const MAX_CRASHES: usize = 5;
 pub const CRASH_WINDOW: Duration = Duration::from_secs(180);
-/// Documents whose latest diagnostics are kept.
+/// Documents whose latest diagnostics are kept; the oldest are evicted.
 pub const MAX_DIAGNOSTIC_DOCUMENTS: usize = 10_000;
+/// Bytes of diagnostics kept over all documents; the oldest are evicted.
+pub const MAX_DIAGNOSTIC_BYTES: usize = 64 * 1024 * 1024;
+/// Live work-done progress tokens tracked; further `begin`s are dropped
+/// (rust-analyzer, the busiest server seen, has about 15 at start).
+pub const MAX_PROGRESS_TOKENS: usize = 128;
+/// Longest progress token kept (as JSON text); longer ones are dropped.
+pub const MAX_PROGRESS_TOKEN_BYTES: usize = 1024;
+/// Longest progress `title`/`message` kept, in characters; the rest is cut.
+pub const MAX_PROGRESS_TEXT: usize = 512;
+/// Live dynamic registrations kept; further ones are refused with an error
+/// to the server (real servers hold a handful).
+pub const MAX_REGISTRATIONS: usize = 256;
+/// Bytes of registrations (ids, methods, `registerOptions`) kept in all.
+pub const MAX_REGISTRATION_BYTES: usize = 1024 * 1024;
 
 /// What the registry knows about a server before it starts.
 #[derive(Debug, Clone)]
@@ -99,6 +114,44 @@ struct Published {
     sequence: u64,
 }
 
+/// Sizes of a server's peer-grown tables ([`Server::table_sizes`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TableSizes {
+    pub progress_tokens: usize,
+    pub registrations: usize,
+    pub registration_bytes: usize,
+    pub diagnostic_documents: usize,
+    pub diagnostic_bytes: usize,
+}
+
+/// What one registration costs against [`MAX_REGISTRATION_BYTES`].
+fn registration_size(r: &Registration) -> usize {
+    r.id.len() + r.method.len() + r.register_options.as_ref().map_or(0, |o| o.get().len())
+}
+
+/// Counts one drop and logs it within the rate limit.
+fn note_drop(live: &mut Live, server: &str, what: &str) {
+    match live.drop_warnings.check() {
+        Verdict::Log { suppressed_before } => tracing::warn!(
+            server,
+            progress_tokens = live.dropped.progress_tokens,
+            registrations = live.dropped.registrations,
+            diagnostics = live.dropped.diagnostics,
+            suppressed = suppressed_before,
+            "{what} (counted in lsp/servers _meta[\"acp-lsp\"].dropped)"
+        ),
+        Verdict::Suppress => live.dropped.suppressed_warnings += 1,
+    }
+}
+
+/// `text` cut to [`MAX_PROGRESS_TEXT`] characters.
+fn cut_progress_text(mut text: String) -> String {
+    if let Some((at, _)) = text.char_indices().nth(MAX_PROGRESS_TEXT) {
+        text.truncate(at);
+    }
+    text
+}
+
 /// A dynamic registration (`client/registerCapability`).
 #[derive(Debug, Clone)]
 pub struct Registration {
@@ -120,6 +173,14 @@ struct Live {
     quiescent: Option<bool>,
     diagnostics: HashMap<String, Published>,
     diagnostics_order: VecDeque<String>,
+    /// Bytes of the params held in `diagnostics`.
+    diagnostics_bytes: usize,
+    /// Bytes of `registrations` (see [`registration_size`]).
+    registration_bytes: usize,
+    /// What the caps dropped (the reader's counts are added from the connection).
+    dropped: Dropped,
+    /// Rate limit of the warnings about drops.
+    drop_warnings: WarnBudget,
     /// Orders document sends and diagnostic publishes: a publish with a higher
     /// sequence number than a document's last send was made after the server saw it.
     sequence: u64,
@@ -348,6 +409,7 @@ impl Server {
             live.progress.clear();
             live.quiescent = None;
             live.registrations.clear();
+            live.registration_bytes = 0;
         }
 
         let init_params = handshake::initialize_params(config, &self.spec.root);
@@ -554,8 +616,46 @@ impl Server {
                         .and(live.pid)
                         .and_then(super::process::resident_memory_of),
                     degraded_roots: Vec::new(),
+                    dropped: self.dropped_with(&live).any(),
                 },
             },
+        }
+    }
+
+    /// What was dropped from this server's output so far.
+    pub fn dropped(&self) -> Dropped {
+        self.dropped_with(&self.live())
+    }
+
+    fn dropped_with(&self, live: &Live) -> Dropped {
+        let mut dropped = live.dropped;
+        if let Some(connection) = &live.connection {
+            let stats = connection.read_stats();
+            dropped.garbage_bytes += stats.garbage_bytes();
+            dropped.invalid_messages += stats.invalid_messages();
+            dropped.suppressed_warnings += stats.suppressed_warnings();
+        }
+        dropped
+    }
+
+    /// Warnings about the current connection's output that were logged (the
+    /// rest were counted in [`Dropped::suppressed_warnings`]).
+    pub fn output_warnings_logged(&self) -> u64 {
+        let live = self.live();
+        live.connection
+            .as_ref()
+            .map_or(0, |c| c.read_stats().logged_warnings())
+    }
+
+    /// Sizes of the tables the server can grow (for tests and the operator).
+    pub fn table_sizes(&self) -> TableSizes {
+        let live = self.live();
+        TableSizes {
+            progress_tokens: live.progress.len(),
+            registrations: live.registrations.len(),
+            registration_bytes: live.registration_bytes,
+            diagnostic_documents: live.diagnostics.len(),
+            diagnostic_bytes: live.diagnostics_bytes,
         }
     }
 
@@ -1127,6 +1227,7 @@ impl ServerMessages for Handler {
                     .cloned()
                     .unwrap_or_default();
                 let mut live = server.live();
+                let mut refused = 0u64;
                 for reg in regs {
                     let (Some(id), Some(method)) = (
                         reg.get("id").and_then(Value::as_str),
@@ -1136,10 +1237,41 @@ impl ServerMessages for Handler {
                     };
                     // Same id again replaces (rust-analyzer re-registers its watchers).
                     live.registrations.retain(|r| r.id != id);
-                    live.registrations.push(Registration {
+                    let registration = Registration {
                         id: id.to_string(),
                         method: method.to_string(),
                         register_options: reg.get("registerOptions").map(raw_json),
+                    };
+                    let bytes = live
+                        .registrations
+                        .iter()
+                        .map(registration_size)
+                        .sum::<usize>();
+                    let size = registration_size(&registration);
+                    if live.registrations.len() >= MAX_REGISTRATIONS
+                        || bytes + size > MAX_REGISTRATION_BYTES
+                    {
+                        refused += 1;
+                        live.registration_bytes = bytes;
+                        continue;
+                    }
+                    live.registrations.push(registration);
+                    live.registration_bytes = bytes + size;
+                }
+                if refused > 0 {
+                    live.dropped.registrations += refused;
+                    note_drop(
+                        &mut live,
+                        &config.name,
+                        "refused dynamic registrations over the cap",
+                    );
+                    return Err(ErrorObject {
+                        code: crate::gate::error::INTERNAL_ERROR,
+                        message: format!(
+                            "acp-lsp keeps at most {MAX_REGISTRATIONS} registrations \
+                             ({MAX_REGISTRATION_BYTES} bytes); {refused} refused"
+                        ),
+                        data: None,
                     });
                 }
                 Value::Null
@@ -1158,6 +1290,7 @@ impl ServerMessages for Handler {
                         live.registrations.retain(|r| r.id != id);
                     }
                 }
+                live.registration_bytes = live.registrations.iter().map(registration_size).sum();
                 Value::Null
             }
             "window/workDoneProgress/create" | "window/showMessageRequest" => Value::Null,
@@ -1200,11 +1333,23 @@ impl ServerMessages for Handler {
                             message,
                             percentage,
                         } => {
+                            let full = !live.progress.contains_key(&token)
+                                && live.progress.len() >= MAX_PROGRESS_TOKENS;
+                            if full || token.len() > MAX_PROGRESS_TOKEN_BYTES {
+                                live.dropped.progress_tokens += 1;
+                                let name = &server.spec.config.name;
+                                note_drop(
+                                    &mut live,
+                                    name,
+                                    "dropped work-done progress over the cap",
+                                );
+                                return;
+                            }
                             live.progress.insert(
                                 token,
                                 Progress {
-                                    title,
-                                    message,
+                                    title: cut_progress_text(title),
+                                    message: message.map(cut_progress_text),
                                     percentage: percentage.map(whole_percent),
                                 },
                             );
@@ -1214,7 +1359,8 @@ impl ServerMessages for Handler {
                             percentage,
                         } => {
                             if let Some(progress) = live.progress.get_mut(&token) {
-                                progress.message = message.or(progress.message.take());
+                                progress.message =
+                                    message.map(cut_progress_text).or(progress.message.take());
                                 progress.percentage =
                                     percentage.map(whole_percent).or(progress.percentage);
                             }
@@ -1252,13 +1398,27 @@ impl ServerMessages for Handler {
                         version,
                         sequence: live.sequence,
                     };
-                    if live.diagnostics.insert(uri.clone(), published).is_none() {
-                        live.diagnostics_order.push_back(uri);
-                        while live.diagnostics_order.len() > MAX_DIAGNOSTIC_DOCUMENTS {
-                            if let Some(old) = live.diagnostics_order.pop_front() {
-                                live.diagnostics.remove(&old);
-                            }
+                    live.diagnostics_bytes += params.get().len();
+                    match live.diagnostics.insert(uri.clone(), published) {
+                        Some(old) => live.diagnostics_bytes -= old.params.get().len(),
+                        None => live.diagnostics_order.push_back(uri),
+                    }
+                    let mut evicted = 0u64;
+                    while live.diagnostics_order.len() > MAX_DIAGNOSTIC_DOCUMENTS
+                        || live.diagnostics_bytes > MAX_DIAGNOSTIC_BYTES
+                    {
+                        let Some(old) = live.diagnostics_order.pop_front() else {
+                            break;
+                        };
+                        if let Some(old) = live.diagnostics.remove(&old) {
+                            live.diagnostics_bytes -= old.params.get().len();
                         }
+                        evicted += 1;
+                    }
+                    if evicted > 0 {
+                        live.dropped.diagnostics += evicted;
+                        let name = &server.spec.config.name;
+                        note_drop(&mut live, name, "evicted diagnostics over the cap");
                     }
                 }
                 server.published.send_modify(|n| *n += 1);
