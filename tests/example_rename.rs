@@ -295,11 +295,16 @@ fn the_example_editor_and_agent_rename_through_the_proxy() {
 }
 
 /// Every `line:column` (1-based, in characters) where `word` stands as a
-/// whole identifier in `text`.
+/// whole identifier in `text`, outside comment lines (servers rename code,
+/// not prose).
 fn word_positions(text: &str, word: &str) -> Vec<(usize, usize)> {
     let ident = |c: char| c.is_alphanumeric() || c == '_';
     let mut found = Vec::new();
     for (n, line) in text.lines().enumerate() {
+        let code = line.trim_start();
+        if code.starts_with("//") || code.starts_with('#') {
+            continue;
+        }
         for (at, _) in line.match_indices(word) {
             let before = line[..at].chars().next_back();
             let after = line[at + word.len()..].chars().next();
