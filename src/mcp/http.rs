@@ -7,6 +7,12 @@
 //! MCP sessions share the token's binding); requests without a live token get
 //! 401 before rmcp sees them. The listener only binds the loopback address,
 //! and rmcp's DNS-rebinding check keeps to loopback host names.
+//!
+//! No SSE event is sent without data: rmcp by default opens each SSE stream
+//! with a "priming" event (an id and `retry:`, empty `data:`), and Gemini
+//! CLI's MCP client `JSON.parse`s every event's data and drops the server on
+//! the empty one. Priming only serves clients that resume a stream with
+//! `Last-Event-ID`, which needs an event store this server does not keep.
 
 use super::editor::EditorFs;
 use super::tokens::TokenTable;
@@ -154,10 +160,18 @@ impl Shared {
                     ready_wait,
                 ))
             },
-            Arc::new(LocalSessionManager::default()),
-            StreamableHttpServerConfig::default(),
+            Arc::new(session_manager()),
+            StreamableHttpServerConfig::default().with_sse_retry(None),
         );
         services.insert(token.to_string(), service.clone());
         Some(service)
     }
+}
+
+/// rmcp's session manager with no priming event on request-wise streams (the
+/// session layer adds its own, beside the service's; see the module comment).
+fn session_manager() -> LocalSessionManager {
+    let mut manager = LocalSessionManager::default();
+    manager.session_config.sse_retry = None;
+    manager
 }
