@@ -1,12 +1,12 @@
 //! The ACP agents people use, from npm at pinned versions (tests/agents,
 //! installed by `.ci/run` with `npm ci`), behind the real `acp-lsp proxy`:
-//! Gemini CLI and Claude Code (through Zed's ACP adapter).
+//! Gemini CLI, Claude Code and Codex (through Zed's ACP adapters).
 //!
 //! The test plays the editor; each agent talks to a fake of its model API
 //! written here (a small HTTP server on 127.0.0.1: Gemini's
-//! `generateContent`/`streamGenerateContent`, Anthropic's `messages` with SSE),
-//! pointed at by `GOOGLE_GEMINI_BASE_URL` / `ANTHROPIC_BASE_URL`, with no
-//! real key. The scripted model calls acp-lsp's `references` tool when the
+//! `generateContent`/`streamGenerateContent`, Anthropic's `messages` with SSE,
+//! OpenAI's `responses` with SSE), pointed at by `GOOGLE_GEMINI_BASE_URL`,
+//! `ANTHROPIC_BASE_URL` and a Codex model provider, with no real key. The scripted model calls acp-lsp's `references` tool when the
 //! prompt carries [`MARKER`], and ends the turn once the tool's result is in
 //! the conversation. Each test checks, from what the agent sent the model:
 //! acp-lsp's tools were offered; after the scripted call, the next request
@@ -14,7 +14,7 @@
 //! gate) computed. It then closes the editor's side and checks that the
 //! proxy ends and leaves no process of the agent's group.
 //!
-//! Each agent runs with the default `--mcp auto` (both take the HTTP entry)
+//! Each agent runs with the default `--mcp auto` (all three take the HTTP entry)
 //! and with `--mcp stdio`. Needs node, pyright-langserver and
 //! `npm ci --prefix tests/agents`; without them the tests fail (never skip).
 
@@ -81,6 +81,7 @@ static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(())
 enum Agent {
     Gemini,
     Claude,
+    Codex,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -184,6 +185,8 @@ async fn answer(request: Request<Incoming>, seen: &Mutex<Vec<Seen>>) -> Response
         respond("application/json", json!({"input_tokens": 10}).to_string())
     } else if path.starts_with("/v1/messages") {
         anthropic_answer(&body)
+    } else if path.starts_with("/v1/responses") {
+        openai_answer(&body)
     } else {
         let mut response = Response::new(Full::new(Bytes::new()));
         *response.status_mut() = hyper::StatusCode::NOT_FOUND;
@@ -201,11 +204,32 @@ fn respond(content_type: &str, body: String) -> Response<Full<Bytes>> {
 }
 
 /// The declared tool whose name ends with `tool` (agents prefix MCP tools
-/// with the server's name: `mcp_acp-lsp_references`, `mcp__acp-lsp__references`).
+/// with the server's name: `mcp_acp-lsp_references`, `mcp__acp-lsp__references`,
+/// Codex's namespace `mcp__acp_lsp`).
 fn declared_tool<'a>(names: &'a [String], tool: &str) -> Option<&'a String> {
+    names.iter().find(|n| {
+        (n.contains("acp-lsp") || n.contains("acp_lsp")) && n.ends_with(&format!("_{tool}"))
+    })
+}
+
+/// Codex's tools: MCP tools come in a `namespace` tool per server; named
+/// here `NAMESPACE__TOOL`.
+fn openai_tool_names(body: &Value) -> Vec<String> {
+    let mut names = Vec::new();
+    for tool in body["tools"].as_array().into_iter().flatten() {
+        match tool["type"].as_str() {
+            Some("namespace") => {
+                let space = tool["name"].as_str().unwrap_or_default();
+                for inner in tool["tools"].as_array().into_iter().flatten() {
+                    if let Some(name) = inner["name"].as_str() {
+                        names.push(format!("{space}__{name}"));
+                    }
+                }
+            }
+            _ => names.extend(tool["name"].as_str().map(str::to_string)),
+        }
+    }
     names
-        .iter()
-        .find(|n| n.contains("acp-lsp") && n.ends_with(&format!("_{tool}")))
 }
 
 fn gemini_tool_names(body: &Value) -> Vec<String> {
@@ -257,7 +281,53 @@ fn tool_results(agent: Agent, body: &Value) -> Vec<String> {
                 other => other.to_string(),
             })
             .collect(),
+        Agent::Codex => body["input"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|i| i["type"] == "function_call_output")
+            .map(|i| match &i["output"] {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            })
+            .collect(),
     }
+}
+
+/// OpenAI's Responses API as Codex streams it: the whole output item in
+/// `response.output_item.done`, then `response.completed`.
+fn openai_answer(body: &Value) -> Response<Full<Bytes>> {
+    let names = openai_tool_names(body);
+    let message = |text: &str| {
+        json!({"type": "message", "role": "assistant", "id": "msg_e2e",
+            "content": [{"type": "output_text", "text": text}]})
+    };
+    let item = if !tool_results(Agent::Codex, body).is_empty() {
+        message(FINAL_TEXT)
+    } else if let (true, Some(tool)) = (
+        body["input"].to_string().contains(MARKER),
+        declared_tool(&names, "references"),
+    ) {
+        let (namespace, name) = tool.rsplit_once("__").expect("NAMESPACE__TOOL");
+        json!({"type": "function_call", "id": "fc_e2e", "call_id": "call_e2e",
+            "namespace": namespace, "name": name, "arguments": TOOL_ARGS})
+    } else {
+        message("ok")
+    };
+    let mut events = String::new();
+    for event in [
+        json!({"type": "response.created", "response": {"id": "resp_e2e"}}),
+        json!({"type": "response.output_item.done", "output_index": 0, "item": item}),
+        json!({"type": "response.completed", "response": {"id": "resp_e2e", "usage":
+            {"input_tokens": 10, "input_tokens_details": null, "output_tokens": 5,
+             "output_tokens_details": null, "total_tokens": 15}}}),
+    ] {
+        events.push_str(&format!(
+            "event: {}\ndata: {event}\n\n",
+            event["type"].as_str().unwrap_or_default()
+        ));
+    }
+    respond("text/event-stream", events)
 }
 
 fn gemini_answer(path: &str, body: &Value) -> Response<Full<Bytes>> {
@@ -558,6 +628,25 @@ async fn run(agent: Agent, mcp: Mcp) -> Run {
                 command.env("IS_SANDBOX", "1");
             }
         }
+        Agent::Codex => {
+            // A model provider of our own: the fake speaks the Responses API.
+            let home = tmp.path().join("codex-home");
+            std::fs::create_dir_all(&home).expect("codex home");
+            std::fs::write(
+                home.join("config.toml"),
+                format!(
+                    "model = \"gpt-5-codex\"\nmodel_provider = \"fake\"\n\
+                     [model_providers.fake]\nname = \"fake\"\nbase_url = \"{}/v1\"\n\
+                     env_key = \"OPENAI_API_KEY\"\nwire_api = \"responses\"\n",
+                    model.url()
+                ),
+            )
+            .expect("codex config");
+            command
+                .arg(modules.join("@zed-industries/codex-acp/bin/codex-acp.js"))
+                .env("CODEX_HOME", &home)
+                .env("OPENAI_API_KEY", "test-key-not-used");
+        }
     }
     let log_file = std::fs::File::create(&log).expect("log file");
     let mut proxy = command
@@ -591,7 +680,7 @@ async fn run(agent: Agent, mcp: Mcp) -> Run {
         .await;
     assert_eq!(
         init["agentCapabilities"]["mcpCapabilities"]["http"], true,
-        "both agents take HTTP MCP servers: {init}"
+        "every agent here takes HTTP MCP servers: {init}"
     );
     let session = editor
         .request(
@@ -684,6 +773,7 @@ fn assert_tool_round_trip(agent: Agent, mcp: Mcp, run: &Run) {
     let names = |body: &Value| match agent {
         Agent::Gemini => gemini_tool_names(body),
         Agent::Claude => anthropic_tool_names(body),
+        Agent::Codex => openai_tool_names(body),
     };
     // The model was offered every acp-lsp tool in the conversation's requests.
     let conversation: Vec<&Seen> = run
@@ -752,4 +842,16 @@ async fn claude_code_calls_references_over_http_with_mcp_auto() {
 async fn claude_code_calls_references_over_stdio() {
     let run = run(Agent::Claude, Mcp::Stdio).await;
     assert_tool_round_trip(Agent::Claude, Mcp::Stdio, &run);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_calls_references_over_http_with_mcp_auto() {
+    let run = run(Agent::Codex, Mcp::Auto).await;
+    assert_tool_round_trip(Agent::Codex, Mcp::Auto, &run);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_calls_references_over_stdio() {
+    let run = run(Agent::Codex, Mcp::Stdio).await;
+    assert_tool_round_trip(Agent::Codex, Mcp::Stdio, &run);
 }
