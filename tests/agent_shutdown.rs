@@ -43,7 +43,11 @@ impl Proxy {
     /// `acp-lsp proxy` (MCP socket on, logs at info) in front of `sh -c AGENT`;
     /// returns once the agent has said it is ready.
     async fn start(agent: &str) -> Proxy {
-        let tmp = tempfile::tempdir().expect("tempdir");
+        Proxy::start_in(agent, tempfile::tempdir().expect("tempdir")).await
+    }
+
+    /// [`Proxy::start`] with `tmp` as its TMPDIR.
+    async fn start_in(agent: &str, tmp: tempfile::TempDir) -> Proxy {
         let mut child = Command::new(env!("CARGO_BIN_EXE_acp-lsp"))
             .args([
                 "proxy",
@@ -191,7 +195,8 @@ async fn sighup_closes_the_agents_input_and_removes_the_socket_directory() {
 }
 
 /// A `kill -9` of the proxy cannot be handled; the parent-death signal and
-/// the orphan guardian still end the agent's whole group.
+/// the orphan guardian still end the agent's whole group. The socket
+/// directory it leaves is removed by the next proxy.
 #[tokio::test]
 async fn sigkill_of_the_proxy_leaves_no_process_of_the_agents_group() {
     let mut proxy = Proxy::start(&format!(
@@ -209,4 +214,14 @@ async fn sigkill_of_the_proxy_leaves_no_process_of_the_agents_group() {
     );
     let left = wait_until_gone(&[proxy.agent, proxy.grandchild], GONE_TIMEOUT).await;
     assert!(left.is_empty(), "processes left behind: {left:?}");
+    let stale = socket_dirs(proxy.tmp.path());
+    assert_eq!(stale.len(), 1, "the killed proxy's socket directory");
+
+    // The next proxy, with the same TMPDIR, removes it (and keeps its own).
+    let mut next =
+        Proxy::start_in(&format!("{GRANDCHILD}\n{READY}\ncat >/dev/null"), proxy.tmp).await;
+    let dirs = socket_dirs(next.tmp.path());
+    assert!(!dirs.contains(&stale[0]), "{dirs:?}");
+    drop(next.stdin.take());
+    next.exits().await;
 }
