@@ -1081,7 +1081,7 @@ fn render_locations(
     }
     let mut text = list(&lines, &format!("no {what} found"));
     if !lines.is_empty() {
-        text = format!("{} {what}:\n{text}", lines.len());
+        text = format!("{}:\n{text}", counted(lines.len(), what));
     }
     ok(text, json!({ "locations": structured }))
 }
@@ -1226,6 +1226,14 @@ fn list(lines: &[String], empty: &str) -> String {
     text
 }
 
+/// "1 reference", "2 references" (`plural` ends in s).
+fn counted(n: usize, plural: &str) -> String {
+    match n {
+        1 => format!("1 {}", plural.strip_suffix('s').unwrap_or(plural)),
+        _ => format!("{n} {plural}"),
+    }
+}
+
 fn first_line(text: &str) -> &str {
     text.lines().next().unwrap_or_default()
 }
@@ -1324,6 +1332,13 @@ mod tests {
         ] {
             assert_eq!(found(phrase), [tool], "searching {phrase:?}");
         }
+    }
+
+    #[test]
+    fn counts_read_as_english() {
+        assert_eq!(counted(1, "references"), "1 reference");
+        assert_eq!(counted(2, "references"), "2 references");
+        assert_eq!(counted(1, "definitions"), "1 definition");
     }
 
     #[test]
