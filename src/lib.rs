@@ -3,6 +3,7 @@
 //! See ARCHITECTURE.md for the data flow and the code map.
 
 pub mod acp;
+pub mod agent_process;
 pub mod cli;
 pub mod conformance;
 pub mod edit;

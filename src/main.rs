@@ -1,6 +1,7 @@
 //! The `acp-lsp` command line.
 
-use acp_lsp::acp::relay::{self, LspMode, RelayEnd, RelayOptions};
+use acp_lsp::acp::relay::{self, LspMode, RelayOptions};
+use acp_lsp::agent_process::{self, AgentProcess, Signals};
 use acp_lsp::cli::progress::Progress;
 use acp_lsp::cli::UsageError;
 use acp_lsp::conformance;
@@ -16,12 +17,8 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
-use std::process::{ExitCode, Stdio};
+use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
-
-/// How long the agent may take to exit after its input is closed.
-const AGENT_EXIT_GRACE: Duration = Duration::from_secs(5);
 
 /// What `--version` says: this program, and the protocols it speaks.
 const VERSION: &str = concat!(
@@ -664,20 +661,12 @@ async fn proxy(
     agent: Vec<String>,
 ) -> anyhow::Result<i32> {
     let (program, args) = agent.split_first().context("no agent command given")?;
-    let mut command = tokio::process::Command::new(program);
-    command
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true);
-    set_parent_death_signal(&mut command);
-    let mut child = command
-        .spawn()
+    // From before the agent starts to the very end: a signal never kills the
+    // proxy half-way, it ends the agent (agent_process).
+    let mut signals = Signals::install().context("cannot install signal handlers")?;
+    let (mut child, agent_in, agent_out) = AgentProcess::spawn(program, args)
         .with_context(|| format!("cannot start agent {program:?}"))?;
-    tracing::info!(command = %agent.join(" "), pid = child.id().unwrap_or_default(), "agent spawned");
-    let agent_in = child.stdin.take().context("BUG: agent stdin is piped")?;
-    let agent_out = child.stdout.take().context("BUG: agent stdout is piped")?;
+    tracing::info!(command = %agent.join(" "), pid = child.pid(), "agent spawned");
 
     let gate_config = config.gate_config();
     let registry = Registry::new(
@@ -717,46 +706,24 @@ async fn proxy(
             let _ = eof_tx.send(());
         },
     );
-    tokio::pin!(relay);
-    let mut editor_closed = false;
-    let end = tokio::select! {
-        end = &mut relay => end,
-        _ = eof_rx => {
-            editor_closed = true;
-            // The agent's input is closed; give it a bounded time to finish.
-            match tokio::time::timeout(AGENT_EXIT_GRACE, &mut relay).await {
-                Ok(end) => end,
-                Err(_) => {
-                    tracing::warn!("agent did not exit after its input closed; killing it");
-                    let _ = child.start_kill();
-                    relay.await
-                }
-            }
-        }
-        _ = terminate_signal() => {
-            tracing::info!("terminating on signal");
-            let _ = child.start_kill();
-            RelayEnd::EditorGone
-        }
-    };
-    if end == RelayEnd::EditorGone && !editor_closed {
-        let _ = child.start_kill();
-    }
+    let outcome = agent_process::supervise(&mut child, &mut signals, relay, eof_rx).await;
+    tracing::debug!(stop = ?outcome.stop, relay = ?outcome.relay_end, "relay over");
     // Sessions the editor never closed end with the proxy (their log line says so).
     for session in sessions.sessions().all() {
         sessions.close_session(session.id());
     }
-    registry.shutdown().await;
+    // A further signal stops waiting for the language servers: the orphan
+    // guardian ends their groups when this process exits.
+    tokio::select! {
+        _ = registry.shutdown() => {}
+        name = signals.recv() => {
+            tracing::warn!(signal = name, "not waiting for the language servers to shut down");
+        }
+    }
     if let Some(recorder) = &recorder {
         recorder.sync();
     }
-    let status = match tokio::time::timeout(AGENT_EXIT_GRACE, child.wait()).await {
-        Ok(status) => status.ok(),
-        Err(_) => {
-            let _ = child.kill().await;
-            None
-        }
-    };
+    let status = outcome.status;
     match &status {
         Some(status) => tracing::info!(%status, "agent exited"),
         None => tracing::warn!("agent killed: it did not exit in time"),
@@ -822,40 +789,4 @@ async fn start_mcp(
         },
         (socket, http_server),
     ))
-}
-
-async fn terminate_signal() {
-    use tokio::signal::unix::{signal, SignalKind};
-    match (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) {
-        (Ok(mut term), Ok(mut int)) => {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = int.recv() => {}
-            }
-        }
-        _ => std::future::pending().await,
-    }
-}
-
-/// Asks Linux to SIGTERM the agent if the proxy dies, even by `kill -9`.
-fn set_parent_death_signal(command: &mut tokio::process::Command) {
-    #[cfg(target_os = "linux")]
-    // SAFETY: the closure runs between fork and exec and calls only prctl and
-    // getppid, which are async-signal-safe; it touches no memory of the parent.
-    unsafe {
-        let parent = std::process::id() as libc::pid_t;
-        command.pre_exec(move || {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            // The parent may have died before prctl took effect.
-            if libc::getppid() != parent {
-                libc::_exit(1);
-            }
-            Ok(())
-        });
-    }
 }

@@ -913,3 +913,204 @@ async fn mcp_http_answers_429_past_its_concurrency_limit() {
         }
     }
 }
+
+/// The SSE events of a `text/event-stream` body: each event's `data:` lines
+/// joined, or `None` for an event with no `data:` field (comments dropped).
+fn sse_events(body: &str) -> Vec<(String, Option<String>)> {
+    body.replace("\r\n", "\n")
+        .split("\n\n")
+        .filter_map(|block| {
+            let fields: Vec<&str> = block
+                .lines()
+                .filter(|l| !l.is_empty() && !l.starts_with(':'))
+                .collect();
+            if fields.is_empty() {
+                return None;
+            }
+            let data: Vec<&str> = fields
+                .iter()
+                .filter_map(|l| l.strip_prefix("data:"))
+                .map(|d| d.strip_prefix(' ').unwrap_or(d))
+                .collect();
+            let data = (!data.is_empty()).then(|| data.join("\n"));
+            Some((block.to_string(), data))
+        })
+        .collect()
+}
+
+/// What Gemini CLI's MCP client does with each SSE event: `JSON.parse` its
+/// data. Every event must carry JSON; returns the parsed messages.
+fn json_events(what: &str, body: &str) -> Vec<Value> {
+    sse_events(body)
+        .into_iter()
+        .map(|(block, data)| {
+            let data = data.unwrap_or_default();
+            serde_json::from_str(&data).unwrap_or_else(|e| {
+                panic!("{what}: an SSE event whose data is not JSON ({e}): {block:?}")
+            })
+        })
+        .collect()
+}
+
+/// One POST of a JSON-RPC message to the MCP endpoint; returns the response.
+async fn mcp_post(
+    http: &reqwest::Client,
+    url: &str,
+    token: &str,
+    headers: &[(&str, &str)],
+    message: Value,
+) -> reqwest::Response {
+    let mut request = http
+        .post(url)
+        .header("authorization", format!("Bearer {token}"))
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .body(message.to_string());
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    timeout(IO_TIMEOUT, request.send())
+        .await
+        .expect("MCP POST timed out")
+        .expect("MCP POST failed")
+}
+
+async fn body_text(what: &str, response: reqwest::Response) -> String {
+    let status = response.status();
+    let body = timeout(IO_TIMEOUT, response.text())
+        .await
+        .unwrap_or_else(|_| panic!("{what}: the body did not end"))
+        .expect("read body");
+    assert!(status.is_success(), "{what}: HTTP {status}: {body}");
+    body
+}
+
+/// Gemini CLI parses every SSE event's data as JSON and drops the server on
+/// an empty one; rmcp opens each stream with such a "priming" event unless
+/// told not to. Checked on every MCP version agents speak, on the POST
+/// answers and on the GET stream a client opens for server messages.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_sse_event_of_the_http_server_carries_json_on_each_protocol_version() {
+    let mut proxy = Proxy::start_with(Config::builtin(), |_| {}, INDEXING_WAIT).await;
+    proxy
+        .initialize_with(false, json!({"mcpCapabilities": {"http": true}}))
+        .await;
+    let entry = proxy.new_session("sse").await;
+    let url = entry["url"].as_str().expect("url").to_string();
+    let token = entry["headers"][0]["value"]
+        .as_str()
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .expect("a bearer token")
+        .to_string();
+    let http = reqwest::Client::new();
+
+    // The versions with the initialize handshake and sessions.
+    for version in ["2025-06-18", "2025-11-25"] {
+        let init = mcp_post(&http, &url, &token, &[], json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "sse-test", "version": "0"},
+        }}))
+        .await;
+        let session = init
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .expect("an MCP session id")
+            .to_string();
+        let answers = json_events(version, &body_text("initialize", init).await);
+        assert_eq!(answers.len(), 1, "{version}: {answers:?}");
+        assert_eq!(answers[0]["result"]["protocolVersion"], version);
+        let session_headers = [
+            ("mcp-session-id", session.as_str()),
+            ("mcp-protocol-version", version),
+        ];
+        let initialized = mcp_post(
+            &http,
+            &url,
+            &token,
+            &session_headers,
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        )
+        .await;
+        assert!(initialized.status().is_success(), "{version}: initialized");
+
+        // The stream for server messages, read until the session ends.
+        let get = timeout(
+            IO_TIMEOUT,
+            http.get(&url)
+                .header("authorization", format!("Bearer {token}"))
+                .header("accept", "text/event-stream")
+                .header("mcp-session-id", session.as_str())
+                .header("mcp-protocol-version", version)
+                .send(),
+        )
+        .await
+        .expect("GET timed out")
+        .expect("GET failed");
+        assert!(get.status().is_success(), "{version}: GET {}", get.status());
+        let standalone = tokio::spawn(async move { get.text().await });
+
+        let list = mcp_post(
+            &http,
+            &url,
+            &token,
+            &session_headers,
+            json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+        )
+        .await;
+        let answers = json_events(version, &body_text("tools/list", list).await);
+        assert_eq!(answers.len(), 1, "{version}: {answers:?}");
+        assert!(
+            answers[0]["result"]["tools"]
+                .as_array()
+                .is_some_and(|t| t.iter().any(|t| t["name"] == "references")),
+            "{version}: {answers:?}"
+        );
+
+        // Ending the session ends the GET stream.
+        let delete = timeout(
+            IO_TIMEOUT,
+            http.delete(&url)
+                .header("authorization", format!("Bearer {token}"))
+                .header("mcp-session-id", session.as_str())
+                .header("mcp-protocol-version", version)
+                .send(),
+        )
+        .await
+        .expect("DELETE timed out")
+        .expect("DELETE failed");
+        assert!(delete.status().is_success(), "{version}: DELETE");
+        let standalone = timeout(IO_TIMEOUT, standalone)
+            .await
+            .expect("the GET stream did not end with its session")
+            .expect("GET task")
+            .expect("GET body");
+        json_events(version, &standalone);
+    }
+
+    // 2026-07-28: no handshake, no sessions; the version rides on each request.
+    let version = "2026-07-28";
+    let list = mcp_post(
+        &http,
+        &url,
+        &token,
+        &[
+            ("mcp-protocol-version", version),
+            ("mcp-method", "tools/list"),
+        ],
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {"_meta": {
+            "io.modelcontextprotocol/protocolVersion": version,
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": {"name": "sse-test", "version": "0"},
+        }}}),
+    )
+    .await;
+    let answers = json_events(version, &body_text("tools/list", list).await);
+    assert_eq!(answers.len(), 1, "{version}: {answers:?}");
+    assert!(
+        answers[0]["result"]["tools"]
+            .as_array()
+            .is_some_and(|t| t.iter().any(|t| t["name"] == "references")),
+        "{version}: {answers:?}"
+    );
+    proxy.registry.shutdown().await;
+}

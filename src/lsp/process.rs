@@ -719,7 +719,7 @@ impl Drop for ServerProcess {
 /// the list as soon as its leader is reaped (after the sweep in `on_reaped`) or
 /// its `ServerProcess` is dropped, so a group id is only ever signalled while it
 /// is still ours. Without `/bin/sh` the guardian is skipped (logged).
-mod guardian {
+pub(crate) mod guardian {
     use std::io::Write;
     use std::os::fd::AsRawFd;
     use std::os::unix::process::CommandExt;
@@ -741,11 +741,11 @@ for g in $groups; do kill -s KILL -- "-$g" 2>/dev/null; done
 
     static GUARDIAN: OnceLock<Mutex<Option<ChildStdin>>> = OnceLock::new();
 
-    pub(super) fn watch(pgid: libc::pid_t) {
+    pub(crate) fn watch(pgid: libc::pid_t) {
         send(&format!("+{pgid}\n"));
     }
 
-    pub(super) fn unwatch(pgid: libc::pid_t) {
+    pub(crate) fn unwatch(pgid: libc::pid_t) {
         send(&format!("-{pgid}\n"));
     }
 

@@ -14,6 +14,12 @@
 //! limit (requests and open response streams) 429; a body over the size
 //! limit 413; a body not complete within the read timeout 408 (and a header
 //! block not complete within it ends the connection).
+//!
+//! No SSE event is sent without data: rmcp by default opens each SSE stream
+//! with a "priming" event (an id and `retry:`, empty `data:`), and Gemini
+//! CLI's MCP client `JSON.parse`s every event's data and drops the server on
+//! the empty one. Priming only serves clients that resume a stream with
+//! `Last-Event-ID`, which needs an event store this server does not keep.
 
 use super::editor::EditorFs;
 use super::tokens::TokenTable;
@@ -184,8 +190,8 @@ impl Shared {
                     ready_wait,
                 ))
             },
-            Arc::new(LocalSessionManager::default()),
-            StreamableHttpServerConfig::default(),
+            Arc::new(session_manager()),
+            StreamableHttpServerConfig::default().with_sse_retry(None),
         );
         services.insert(token.to_string(), service.clone());
         Some(service)
@@ -280,4 +286,12 @@ fn holding(
         })
         .boxed()
     })
+}
+
+/// rmcp's session manager with no priming event on request-wise streams (the
+/// session layer adds its own, beside the service's; see the module comment).
+fn session_manager() -> LocalSessionManager {
+    let mut manager = LocalSessionManager::default();
+    manager.session_config.sse_retry = None;
+    manager
 }

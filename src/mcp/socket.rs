@@ -5,7 +5,10 @@
 //! The socket lives in a fresh directory of mode 0700 under the temporary
 //! directory, so only the proxy's user can reach it; the token decides which
 //! session a connection serves. The directory is removed when the listener
-//! is dropped.
+//! is dropped (the proxy drops it on editor EOF and on SIGTERM, SIGINT and
+//! SIGHUP). A proxy killed with SIGKILL cannot: the directory's name holds
+//! its pid, and the next bind removes the directories of dead proxies that
+//! belong to this user ([`remove_stale_dirs`]).
 
 use super::editor::EditorFs;
 use super::tokens::TokenTable;
@@ -25,6 +28,62 @@ pub const TOKEN_READ_TIMEOUT: Duration = Duration::from_secs(5);
 /// Longest token line read (a token is 32 hex digits).
 const MAX_TOKEN_LINE: u64 = 256;
 
+/// Socket directories are `<tmp>/acp-lsp-<pid>-<16 hex digits>`.
+const DIR_PREFIX: &str = "acp-lsp-";
+
+/// Removes, in `tmp`, the socket directories left by proxies that are no
+/// longer running: directories (not symlinks) named `acp-lsp-<pid>-<hex>`,
+/// owned by this user, whose pid is not a live process. A reused pid only
+/// keeps a stale directory; it never removes a live one. Returns how many
+/// were removed.
+pub fn remove_stale_dirs(tmp: &Path) -> usize {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(entries) = std::fs::read_dir(tmp) else {
+        return 0;
+    };
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(stale_dir_pid) else {
+            continue;
+        };
+        let Ok(meta) = std::fs::symlink_metadata(entry.path()) else {
+            continue;
+        };
+        if !meta.is_dir() || meta.uid() != me || process_exists(pid) {
+            continue;
+        }
+        match std::fs::remove_dir_all(entry.path()) {
+            Ok(()) => removed += 1,
+            Err(error) => {
+                tracing::debug!(dir = %entry.path().display(), %error, "cannot remove a stale MCP socket directory")
+            }
+        }
+    }
+    removed
+}
+
+/// The pid in a socket directory's name, if the name is one of ours.
+fn stale_dir_pid(name: &str) -> Option<libc::pid_t> {
+    let (pid, random) = name.strip_prefix(DIR_PREFIX)?.split_once('-')?;
+    if random.len() != 16 || !random.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    if pid.is_empty() || !pid.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    pid.parse().ok().filter(|pid: &libc::pid_t| *pid > 0)
+}
+
+/// Whether a process with this pid exists (of any user: `EPERM` means it does).
+fn process_exists(pid: libc::pid_t) -> bool {
+    // SAFETY: signal 0 only checks that the process exists.
+    let rc = unsafe { libc::kill(pid, 0) };
+    rc == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+}
+
 /// The listening socket; removes its directory on drop.
 pub struct McpSocket {
     dir: PathBuf,
@@ -43,7 +102,14 @@ impl McpSocket {
         random: &str,
         ready_wait: Duration,
     ) -> std::io::Result<McpSocket> {
-        let dir = std::env::temp_dir().join(format!("acp-lsp-{}-{random}", std::process::id()));
+        let removed = remove_stale_dirs(&std::env::temp_dir());
+        if removed > 0 {
+            tracing::info!(
+                removed,
+                "removed the MCP socket directories of dead proxies"
+            );
+        }
+        let dir = std::env::temp_dir().join(format!("{DIR_PREFIX}{}-{random}", std::process::id()));
         std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
         let path = dir.join("mcp.sock");
         let listener = match UnixListener::bind(&path) {
@@ -123,5 +189,54 @@ async fn accept_loop(
                 Err(e) => tracing::warn!(error = %e, "MCP connection failed to initialize"),
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_well_formed_names_are_ours() {
+        assert_eq!(stale_dir_pid("acp-lsp-42-0123456789abcdef"), Some(42));
+        assert_eq!(stale_dir_pid("acp-lsp-42-0123456789abcde"), None);
+        assert_eq!(stale_dir_pid("acp-lsp--0123456789abcdef"), None);
+        assert_eq!(stale_dir_pid("acp-lsp-4x-0123456789abcdef"), None);
+        assert_eq!(stale_dir_pid("acp-lsp-0-0123456789abcdef"), None);
+        assert_eq!(stale_dir_pid("other-42-0123456789abcdef"), None);
+    }
+
+    #[test]
+    fn removes_directories_of_dead_proxies_only() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        // A pid that is certainly dead: a child that was reaped.
+        let mut child = std::process::Command::new("true")
+            .spawn()
+            .expect("spawn true");
+        let dead = child.id();
+        child.wait().expect("reap true");
+        let alive = std::process::id();
+        let dead_dir = tmp.path().join(format!("acp-lsp-{dead}-0123456789abcdef"));
+        let live_dir = tmp.path().join(format!("acp-lsp-{alive}-0123456789abcdef"));
+        let not_ours = tmp.path().join(format!("acp-lsp-{dead}-notours"));
+        let dead_file = tmp.path().join(format!("acp-lsp-{dead}-fedcba9876543210"));
+        let target = tmp.path().join("target");
+        let dead_link = tmp.path().join(format!("acp-lsp-{dead}-00000000000000aa"));
+        for dir in [&dead_dir, &live_dir, &not_ours, &target] {
+            std::fs::create_dir(dir).expect("mkdir");
+        }
+        std::fs::write(dead_dir.join("mcp.sock"), "").expect("write");
+        std::fs::write(&dead_file, "").expect("write");
+        std::os::unix::fs::symlink(&target, &dead_link).expect("symlink");
+
+        assert_eq!(remove_stale_dirs(tmp.path()), 1);
+        assert!(!dead_dir.exists(), "the dead proxy's directory stayed");
+        for kept in [&live_dir, &not_ours, &dead_file, &dead_link, &target] {
+            assert!(
+                kept.symlink_metadata().is_ok(),
+                "{} was removed",
+                kept.display()
+            );
+        }
     }
 }

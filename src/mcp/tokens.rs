@@ -18,7 +18,8 @@
 //! dies with its session.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::watch;
 
@@ -29,6 +30,12 @@ pub const SESSION_BIND_WAIT: Duration = Duration::from_secs(30);
 /// to end (an agent that restarts its MCP server, or that starts one per tool
 /// call as elizacp does, reconnects right after closing the last one).
 pub const TOKEN_BUSY_WAIT: Duration = Duration::from_secs(5);
+
+/// How long after a session is bound the proxy says, at info level, that
+/// the agent has not connected to its MCP server. Agents that start MCP
+/// servers with the session (Gemini CLI, Claude Code) connect before they
+/// answer `session/new`; Gemini CLI starts none in a folder it does not trust.
+pub const UNCONNECTED_NOTICE: Duration = Duration::from_secs(10);
 
 /// What a token is bound to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,6 +51,8 @@ struct Entry {
     binding: watch::Sender<Binding>,
     /// Signalled while a connection holds the token; `false` when free.
     busy: watch::Sender<bool>,
+    /// Whether any connection (socket or HTTP) ever presented the token.
+    connected: Arc<AtomicBool>,
 }
 
 /// Why a connection was refused.
@@ -115,6 +124,7 @@ impl TokenTable {
             Entry {
                 binding: watch::Sender::new(binding),
                 busy: watch::Sender::new(false),
+                connected: Arc::new(AtomicBool::new(false)),
             },
         );
         Ok(token)
@@ -126,7 +136,15 @@ impl TokenTable {
             entry
                 .binding
                 .send_replace(Binding::Session(session_id.to_string()));
+            notice_if_unconnected(entry, session_id);
         }
+    }
+
+    /// Whether a connection ever presented `token` (`None`: no such token).
+    pub fn ever_connected(&self, token: &str) -> Option<bool> {
+        self.lock()
+            .get(token)
+            .map(|entry| entry.connected.load(Ordering::Relaxed))
     }
 
     /// The session request failed: the token is forgotten.
@@ -153,6 +171,7 @@ impl TokenTable {
         let (binding, busy) = {
             let tokens = self.lock();
             let entry = tokens.get(token).ok_or(TokenError::Unknown)?;
+            entry.connected.store(true, Ordering::Relaxed);
             (entry.binding.subscribe(), entry.busy.clone())
         };
         let deadline = tokio::time::Instant::now() + TOKEN_BUSY_WAIT;
@@ -189,6 +208,7 @@ impl TokenTable {
     pub fn watch(&self, token: &str) -> Result<Lease, TokenError> {
         let tokens = self.lock();
         let entry = tokens.get(token).ok_or(TokenError::Unknown)?;
+        entry.connected.store(true, Ordering::Relaxed);
         Ok(Lease {
             binding: entry.binding.subscribe(),
             busy: None,
@@ -203,6 +223,40 @@ impl TokenTable {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+}
+
+/// Logs (info) if the agent took the session's MCP entry but has not
+/// connected [`UNCONNECTED_NOTICE`] later, while the session lives: the user
+/// otherwise gets no language-server tools and no word why.
+fn notice_if_unconnected(entry: &Entry, session_id: &str) {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    if entry.connected.load(Ordering::Relaxed) {
+        return;
+    }
+    let connected = Arc::clone(&entry.connected);
+    let mut binding = entry.binding.subscribe();
+    let session = session_id.to_string();
+    runtime.spawn(async move {
+        // Revoked (closed session, failed request) or dropped: nothing to say.
+        let gone = binding.wait_for(|b| *b == Binding::Revoked);
+        if tokio::time::timeout(UNCONNECTED_NOTICE, gone).await.is_ok() {
+            return;
+        }
+        if !connected.load(Ordering::Relaxed) {
+            tracing::info!(
+                session = %session,
+                "the agent took acp-lsp's MCP server for this session but has not connected \
+                 to it in {} s, so its model has no language-server tools. Gemini CLI starts \
+                 no MCP server in a folder it does not trust: trust the folder (`/permissions \
+                 trust` in Gemini CLI, or GEMINI_CLI_TRUST_WORKSPACE=true in its \
+                 environment). Agents that start MCP \
+                 servers only for a tool call (elizacp) connect later.",
+                UNCONNECTED_NOTICE.as_secs()
+            );
+        }
+    });
 }
 
 /// 128 random bits from the kernel, as hex.
@@ -267,6 +321,22 @@ mod tests {
         drop(first);
         let second = table.admit(&token).await.unwrap();
         assert_eq!(second.session(Duration::ZERO).await, Some("s".into()));
+    }
+
+    #[tokio::test]
+    async fn a_token_is_connected_once_a_connection_presents_it() {
+        let table = TokenTable::new();
+        let socket = table.create(None).unwrap();
+        let http = table.create(None).unwrap();
+        table.bind(&socket, "s1");
+        table.bind(&http, "s2");
+        assert_eq!(table.ever_connected(&socket), Some(false));
+        assert_eq!(table.ever_connected(&http), Some(false));
+        drop(table.admit(&socket).await.unwrap());
+        drop(table.watch(&http).unwrap());
+        assert_eq!(table.ever_connected(&socket), Some(true));
+        assert_eq!(table.ever_connected(&http), Some(true));
+        assert_eq!(table.ever_connected("nope"), None);
     }
 
     #[test]

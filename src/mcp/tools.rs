@@ -153,7 +153,18 @@ struct At {
     position: Value,
 }
 
+/// A tool's answer: the compact text, and the structured content with the
+/// same text as its `summary`. Agents differ in what they show the model:
+/// Gemini CLI passes the text, claude-code-acp passes the structured content
+/// as JSON; either way the model reads the same lines first-hand.
 fn ok(text: String, structured: Value) -> CallToolResult {
+    let structured = match structured {
+        Value::Object(mut fields) => {
+            fields.insert("summary".to_string(), Value::String(text.clone()));
+            Value::Object(fields)
+        }
+        other => other,
+    };
     let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
     result.structured_content = Some(structured);
     result
@@ -273,17 +284,19 @@ impl LspTools {
 #[tool_router]
 impl LspTools {
     #[tool(
-        description = "List the language servers running for this session: name, state \
-        (starting, indexing, ready, failed), root, languages, position encoding."
+        description = "Language servers of this session (code intelligence: definitions, \
+        references, types, renames): name, state (starting, indexing, ready, failed), root, \
+        languages, position encoding."
     )]
     async fn lsp_servers(&self) -> Result<CallToolResult, rmcp::ErrorData> {
         reply(self.lsp_servers_inner().await)
     }
 
     #[tool(
-        description = "Send any LSP request to a language server of this session and get \
-        its raw JSON result. Params are LSP's own: file:// URIs and 0-based positions in the \
-        server's position encoding. Prefer the dedicated tools (definition, references, …)."
+        description = "Send any LSP (Language Server Protocol) request to a language server \
+        of this session and get its raw JSON result. Params are LSP's own: file:// URIs and \
+        0-based positions in the server's position encoding. Prefer the dedicated tools \
+        (definition, references, hover, rename, …)."
     )]
     async fn lsp_request(
         &self,
@@ -293,8 +306,9 @@ impl LspTools {
     }
 
     #[tool(
-        description = "Go to definition: where the symbol at FILE:LINE:COLUMN (1-based) is \
-        defined."
+        description = "Go to definition: find where the symbol (function, method, type, \
+        variable) at FILE:LINE:COLUMN (1-based) is defined, as file:line:column with the \
+        line's text. From the language server, not a text search."
     )]
     async fn definition(
         &self,
@@ -307,8 +321,9 @@ impl LspTools {
     }
 
     #[tool(
-        description = "Find every reference to the symbol at FILE:LINE:COLUMN (1-based), \
-        across the workspace, as file:line:column with the line's text."
+        description = "Find references: every use (usages, callers, call sites) of the \
+        symbol at FILE:LINE:COLUMN (1-based) across the workspace, as file:line:column with \
+        the line's text. Semantic, from the language server: no false matches of the name."
     )]
     async fn references(
         &self,
@@ -317,7 +332,11 @@ impl LspTools {
         reply(self.references_inner(args).await)
     }
 
-    #[tool(description = "Type and documentation of the symbol at FILE:LINE:COLUMN (1-based).")]
+    #[tool(
+        description = "Hover: the type of the symbol at FILE:LINE:COLUMN (1-based), its \
+        signature and documentation, from the language server (type of a variable, \
+        expression or function)."
+    )]
     async fn hover(
         &self,
         Parameters(args): Parameters<PositionArgs>,
@@ -326,8 +345,8 @@ impl LspTools {
     }
 
     #[tool(
-        description = "The outline of a file: its symbols (functions, types, fields, …) \
-        with kinds and 1-based positions, nested."
+        description = "Document symbols: the outline of a file, its symbols (functions, \
+        classes, types, fields, …) with kinds and 1-based positions, nested."
     )]
     async fn document_symbols(
         &self,
@@ -336,7 +355,10 @@ impl LspTools {
         reply(self.document_symbols_inner(args).await)
     }
 
-    #[tool(description = "Search the workspace for symbols by name.")]
+    #[tool(
+        description = "Workspace symbols: search the whole workspace for a symbol by name \
+        (function, class, type, constant) and find where it is declared."
+    )]
     async fn workspace_symbols(
         &self,
         Parameters(args): Parameters<WorkspaceSymbolsArgs>,
@@ -345,8 +367,9 @@ impl LspTools {
     }
 
     #[tool(
-        description = "Errors and warnings from the language servers. With files, waits \
-        until the diagnostics reflect the files' current text on disk."
+        description = "Diagnostics: compile errors, type errors and warnings from the \
+        language servers. With files, waits until the diagnostics reflect the files' current \
+        text on disk."
     )]
     async fn diagnostics(
         &self,
@@ -356,9 +379,10 @@ impl LspTools {
     }
 
     #[tool(
-        description = "Rename the symbol at FILE:LINE:COLUMN (1-based) to NEW_NAME in every \
-        file that uses it, with the language server's semantic rename, and apply the edit. \
-        Reports the files changed."
+        description = "Rename symbol: rename the symbol (function, variable, type, method) \
+        at FILE:LINE:COLUMN (1-based) to NEW_NAME in every file that uses it, with the \
+        language server's semantic rename (a safe refactoring, not a text replace), and apply \
+        the edit. Reports the files changed."
     )]
     async fn rename(
         &self,
@@ -368,7 +392,7 @@ impl LspTools {
     }
 
     #[tool(
-        description = "The code actions (quick fixes, refactorings) the language server \
+        description = "Code actions: the quick fixes and refactorings the language server \
         offers at FILE:LINE:COLUMN or over a range; lists them, applies none."
     )]
     async fn code_actions(
@@ -1047,12 +1071,7 @@ fn render_locations(
     }
     let mut text = list(&lines, &format!("no {what} found"));
     if !lines.is_empty() {
-        // "1 definition", "2 definitions": `what` is the plural.
-        let noun = match lines.len() {
-            1 => what.strip_suffix('s').unwrap_or(what),
-            _ => what,
-        };
-        text = format!("{} {noun}:\n{text}", lines.len());
+        text = format!("{}:\n{text}", counted(lines.len(), what));
     }
     ok(text, json!({ "locations": structured }))
 }
@@ -1197,6 +1216,14 @@ fn list(lines: &[String], empty: &str) -> String {
     text
 }
 
+/// "1 reference", "2 references" (`plural` ends in s).
+fn counted(n: usize, plural: &str) -> String {
+    match n {
+        1 => format!("1 {}", plural.strip_suffix('s').unwrap_or(plural)),
+        _ => format!("{n} {plural}"),
+    }
+}
+
 fn first_line(text: &str) -> &str {
     text.lines().next().unwrap_or_default()
 }
@@ -1261,6 +1288,60 @@ fn symbol_kind(kind: u64) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Agents that defer MCP tools behind a search (claude-agent-acp's
+    /// ToolSearch) find them by name and description: each phrase a model
+    /// would search for finds exactly the tool that does it.
+    #[test]
+    fn a_tool_search_finds_each_tool_by_what_it_does() {
+        let tools = LspTools::tool_router().list_all();
+        let found = |phrase: &str| -> Vec<String> {
+            tools
+                .iter()
+                .filter(|t| {
+                    let text = format!(
+                        "{} {}",
+                        t.name.replace('_', " "),
+                        t.description.as_deref().unwrap_or_default()
+                    )
+                    .to_lowercase();
+                    text.contains(phrase)
+                })
+                .map(|t| t.name.to_string())
+                .collect()
+        };
+        for (phrase, tool) in [
+            ("find references", "references"),
+            ("rename symbol", "rename"),
+            ("go to definition", "definition"),
+            ("type of", "hover"),
+            ("document symbols", "document_symbols"),
+            ("workspace symbols", "workspace_symbols"),
+            ("compile errors", "diagnostics"),
+            ("quick fixes", "code_actions"),
+        ] {
+            assert_eq!(found(phrase), [tool], "searching {phrase:?}");
+        }
+    }
+
+    #[test]
+    fn counts_read_as_english() {
+        assert_eq!(counted(1, "references"), "1 reference");
+        assert_eq!(counted(2, "references"), "2 references");
+        assert_eq!(counted(1, "definitions"), "1 definition");
+    }
+
+    #[test]
+    fn the_structured_content_carries_the_same_text() {
+        let result = ok(
+            "2 references:\na.rs:1:1: x\n".to_string(),
+            json!({"locations": []}),
+        );
+        assert_eq!(
+            result.structured_content,
+            Some(json!({"locations": [], "summary": "2 references:\na.rs:1:1: x\n"}))
+        );
+    }
 
     #[test]
     fn hover_contents_of_every_shape() {
