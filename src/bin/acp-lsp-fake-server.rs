@@ -71,7 +71,9 @@
 //!   text that is no LSP frame to stdout.
 //!
 //! The floods are written before the next message is read, so the answer to
-//! any later request arrives after all of them.
+//! any later request arrives after all of them. After any flood the fake asks
+//! `workspace/configuration` with id `"flood-done"`: once its answer is in
+//! the log, the proxy has read the whole flood (it reads in order).
 //!
 //! Hidden helper modes (used by tests, not by the proxy):
 //! * `sleep_forever` — do nothing until killed (the `fork_grandchild` grandchild).
@@ -446,6 +448,19 @@ impl<W: Write> Server<W> {
             let n = left.min(block.len());
             self.out.write_all(&block[..n])?;
             left -= n;
+        }
+        let flooded = [
+            "flood_progress",
+            "flood_registrations",
+            "flood_diagnostics",
+            "flood_garbage",
+        ]
+        .iter()
+        .any(|name| count(name) > 0);
+        if flooded {
+            let done = json!({"jsonrpc": "2.0", "id": "flood-done",
+                              "method": "workspace/configuration", "params": {"items": []}});
+            write_message(&mut self.out, done.to_string().as_bytes())?;
         }
         self.out.flush()
     }

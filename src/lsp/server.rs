@@ -89,8 +89,9 @@ pub struct Status {
     pub progress: Option<Progress>,
     pub last_error: Option<String>,
     /// This process has finished loading once (it was `indexing`, then
-    /// `ready`): work it reports later (re-indexing after an edit, `cargo
-    /// check`) does not take it out of `running`.
+    /// `ready`, or it answered a request while `ready`): work it reports
+    /// later (re-indexing after an edit, `cargo check`) does not take it out
+    /// of `running`.
     pub loaded: bool,
 }
 
@@ -269,6 +270,18 @@ impl Server {
             if last_error.is_some() {
                 s.last_error = last_error;
             }
+        });
+    }
+
+    /// A `ready` server answered a request: it has loaded, and work it
+    /// reports from now on (re-checking after an edit) does not take it out
+    /// of `running`. (A `ready` that no answer followed proves nothing:
+    /// servers begin their progress just after `initialized`.)
+    fn mark_loaded(&self) {
+        self.status.send_if_modified(|s| {
+            let newly = s.state == ServerState::Ready && !s.loaded;
+            s.loaded |= newly;
+            newly
         });
     }
 
@@ -771,10 +784,13 @@ impl Server {
         match reply {
             // The answer is about text that no longer exists.
             Reply::Result(_) if self.changed_since(&documents) => Err(GateError::ContentModified),
-            Reply::Result(result) => Ok(HostReply {
-                result,
-                meta: meta_documents(&documents),
-            }),
+            Reply::Result(result) => {
+                self.mark_loaded();
+                Ok(HostReply {
+                    result,
+                    meta: meta_documents(&documents),
+                })
+            }
             Reply::Error(lsp_error) => Err(GateError::ServerError { lsp_error }),
             Reply::TooLarge { declared } => Err(GateError::ResponseTooLarge { declared }),
             Reply::Closed if cancel.is_cancelled() => Err(GateError::Cancelled),
