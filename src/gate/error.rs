@@ -35,6 +35,10 @@ pub enum GateError {
     ParamsTooLarge { limit: usize },
     #[error("params are nested deeper than {limit} levels")]
     TooDeep { limit: usize },
+    /// One object of the params holds `key` twice: parsers disagree on which
+    /// one counts, so what was checked might not be what a server reads.
+    #[error("params repeat the key {key:?} in one object")]
+    DuplicateKeys { key: String },
     #[error("unknown session {0:?}")]
     UnknownSession(String),
     #[error("unknown server {0:?}")]
@@ -93,6 +97,7 @@ impl GateError {
             GateError::InvalidParams(_)
             | GateError::ParamsTooLarge { .. }
             | GateError::TooDeep { .. }
+            | GateError::DuplicateKeys { .. }
             | GateError::UnknownSession(_)
             | GateError::UnknownServer(_)
             | GateError::ForeignServer(_)
@@ -123,6 +128,7 @@ impl GateError {
             GateError::InvalidParams(_) => "invalid_params",
             GateError::ParamsTooLarge { .. } => "params_too_large",
             GateError::TooDeep { .. } => "params_too_deep",
+            GateError::DuplicateKeys { .. } => "duplicate_keys",
             GateError::UnknownSession(_) => "unknown_session",
             GateError::UnknownServer(_) => "unknown_server",
             GateError::ForeignServer(_) => "foreign_server",
@@ -178,6 +184,9 @@ impl GateError {
             }
             GateError::Confined(e) => {
                 extra.insert("uri".into(), json!(e.uri()));
+            }
+            GateError::DuplicateKeys { key } => {
+                extra.insert("key".into(), json!(key));
             }
             GateError::UnknownServer(id)
             | GateError::ForeignServer(id)

@@ -381,6 +381,11 @@ impl<H: LspHost> Gate<H> {
                 limit: limits.max_depth,
             });
         }
+        // The depth is bounded now, so the recursive scan is safe; it runs
+        // before anything is parsed, checked or forwarded.
+        if let Some(key) = depth::duplicate_key(params.get()) {
+            return Err(GateError::DuplicateKeys { key });
+        }
         Ok(())
     }
 
