@@ -1658,7 +1658,8 @@ fn unparsable_lsp_lines() -> Vec<(Vec<u8>, Value)> {
     );
     // A duplicate `id` and the method in the middle of a broken line.
     push(
-        br#"{"jsonrpc":"2.0","id":9,"id":10,"method":"lsp/servers","params":{"sessionId":"s1"}"#.to_vec(),
+        br#"{"jsonrpc":"2.0","id":9,"id":10,"method":"lsp/servers","params":{"sessionId":"s1"}"#
+            .to_vec(),
         json!(9),
     );
     // No id at all, broken: answered with id null.
@@ -1709,7 +1710,10 @@ async fn count_forwarded_unparsable(h: &mut Harness, tag: &str) -> usize {
             "an error with a reason: {answer}"
         );
     }
-    println!("{tag}: unparsable lsp lines forwarded: {forwarded} of {}", lines.len());
+    println!(
+        "{tag}: unparsable lsp lines forwarded: {forwarded} of {}",
+        lines.len()
+    );
     forwarded
 }
 
