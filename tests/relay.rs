@@ -1099,13 +1099,31 @@ async fn lines_longer_than_the_inspection_limit_stream_through_untouched() {
     assert_eq!(h.agent_recv().await, short);
     h.editor_w = Some(writing.await.expect("writer task"));
 
-    // Too long to inspect means never ours: even an `lsp/servers` request
-    // over the limit goes to the editor as it is.
+    // Too long to inspect, but ours: never forwarded, answered with an
+    // error (a lenient editor would run it unchecked).
     let padded = format!(
         r#"{{"jsonrpc":"2.0","id":1,"method":"lsp/servers","params":{{"sessionId":"s1","pad":"{}"}}}}"#,
         "z".repeat(1000)
     );
-    h.agent_passes(&padded).await;
+    h.agent_error(&padded, json!(1), -32602, "params_too_large")
+        .await;
+    h.assert_editor_got_nothing("over the limit, ours").await;
+    // Named only past the first piece: what went ahead is cut there (no
+    // parser reads it as a request) and the agent gets the error.
+    let late = format!(
+        r#"{{"jsonrpc":"2.0","pad":"{}","id":2,"method":"lsp/request","params":{{}}}}"#,
+        "z".repeat(100_000)
+    );
+    h.agent_send(&late).await;
+    // (The editor reads first: the pieces ahead fill the pipes to it.)
+    let cut = h.editor_recv().await;
+    let answer = h.agent_recv_json().await;
+    expect_error(&answer, -32600, "params_too_large");
+    assert!(late.starts_with(&cut) && cut.len() < late.len(), "cut");
+    assert!(!cut.contains("lsp/"), "{}", &cut[cut.len() - 200..]);
+    assert!(serde_json::from_str::<Value>(&cut).is_err());
+    h.assert_editor_got_nothing("over the limit, ours late")
+        .await;
 }
 
 // ---------------------------------------------------------------------------

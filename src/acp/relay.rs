@@ -201,6 +201,23 @@ where
     }
 }
 
+/// How much of the previous piece of a streamed agent line is scanned again
+/// with the next: a `"method": "…"` member split between two pieces is
+/// still seen whole (escapes make it at most a few hundred bytes, unless
+/// padded with whitespace).
+const FRAGMENT_OVERLAP: usize = 4096;
+
+/// The agent line being streamed in pieces.
+#[derive(Default)]
+struct Streamed {
+    /// Pieces seen so far.
+    pieces: usize,
+    /// It named a gate method: the rest is dropped.
+    cut: bool,
+    /// The end of the last piece, scanned again with the next.
+    tail: Vec<u8>,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Side {
     Editor,
@@ -237,6 +254,8 @@ impl<H: LspHost> Relay<H> {
         side: Side,
     ) -> RelayEnd {
         let mut reader = LineReader::new(input, max_line);
+        // The agent's line being streamed, if any (see `on_agent_fragment`).
+        let mut streamed = Streamed::default();
         loop {
             let chunk = match reader.next().await {
                 Ok(Some(chunk)) => chunk,
@@ -256,22 +275,93 @@ impl<H: LspHost> Relay<H> {
                     last,
                     terminated,
                 } => {
-                    // Too long to inspect: never ours, streamed straight through.
+                    // Too long to inspect: streamed straight through, but
+                    // from the agent only as long as it names no gate method.
                     self.record_in(side, &bytes, true);
-                    self.sink(side)
-                        .send(Outgoing::Fragment {
-                            bytes,
-                            last,
-                            terminated,
-                        })
-                        .await
-                        .is_ok()
+                    let fragment = Outgoing::Fragment {
+                        bytes,
+                        last,
+                        terminated,
+                    };
+                    match side {
+                        Side::Agent => self.on_agent_fragment(&mut streamed, fragment).await,
+                        Side::Editor => self.sink(side).send(fragment).await.is_ok(),
+                    }
                 }
             };
             if !sent {
                 return RelayEnd::EditorGone;
             }
         }
+    }
+
+    /// One piece of an agent line too long to inspect. Each piece is
+    /// scanned (with the end of the one before, so that a member split
+    /// between two is seen) before it is forwarded; once one names a gate
+    /// method, the rest of the line is dropped and the agent gets an error
+    /// (`params_too_large`). What was already forwarded ends there, a cut
+    /// line no parser takes for a request; a line named ours in its first
+    /// piece reaches the editor not at all. Returns false when the output
+    /// is gone.
+    async fn on_agent_fragment(&self, streamed: &mut Streamed, fragment: Outgoing) -> bool {
+        let Outgoing::Fragment {
+            bytes,
+            last,
+            terminated,
+        } = fragment
+        else {
+            return self.to_editor.send(fragment).await.is_ok();
+        };
+        let first = streamed.pieces == 0;
+        streamed.pieces += 1;
+        let mut sent = true;
+        if !streamed.cut {
+            let mut scanned = std::mem::take(&mut streamed.tail);
+            scanned.extend_from_slice(&bytes);
+            // Past the first piece, the scan starts mid-line, maybe inside
+            // a string: both readings (inside and outside) are scanned.
+            let named = names_gate_method(&scanned)
+                || (!first && names_gate_method(&[b"\"".as_slice(), &scanned].concat()));
+            if named {
+                streamed.cut = true;
+                let id = first
+                    .then(|| shallow::lossy_top_level_id(&scanned))
+                    .flatten()
+                    .and_then(|text| serde_json::from_str::<Box<RawValue>>(&text).ok())
+                    .filter(|raw| !jsonrpc::is_null(raw))
+                    .map(|raw| RequestId::from_raw(&raw));
+                let limit = self.gate.limits().max_intercepted_params;
+                let error = GateError::ParamsTooLarge { limit }.to_error_object(None);
+                self.answer(answer_error(id, error));
+                if !first {
+                    sent = self
+                        .to_editor
+                        .send(Outgoing::Fragment {
+                            bytes: Bytes::new(),
+                            last: true,
+                            terminated: true,
+                        })
+                        .await
+                        .is_ok();
+                }
+            } else {
+                let keep = scanned.len().saturating_sub(FRAGMENT_OVERLAP);
+                streamed.tail = scanned.split_off(keep);
+                sent = self
+                    .to_editor
+                    .send(Outgoing::Fragment {
+                        bytes,
+                        last,
+                        terminated,
+                    })
+                    .await
+                    .is_ok();
+            }
+        }
+        if last {
+            *streamed = Streamed::default();
+        }
+        sent
     }
 
     /// Handles one whole line. Returns false when the output is gone.
