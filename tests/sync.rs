@@ -682,13 +682,17 @@ fn with_sub_doc(root: &Path) {
 #[tokio::test]
 async fn a_swapped_directory_is_not_followed_by_the_watcher() {
     let fake = Fake::start(Setup {
+        // The fake registers a watcher for `**/*.fake`.
+        mode: "server_requests",
         prepare: &with_sub_doc,
         ..Setup::default()
     })
     .await;
+    fake.wait_registration().await;
     let uri = fake.uri("sub/doc.fake");
     assert_echo(&fake.hover(&uri).await, &uri);
     let elsewhere = outside_folder(&fake);
+    std::fs::write(elsewhere.join("listed.fake"), SECRET).expect("another outside file");
     swap_for_link(&fake, &elsewhere, "parked");
     fake.wait_log("the didClose of the swapped document", |log| {
         (!positions(log, DID_CLOSE, &uri).is_empty()).then_some(())
@@ -700,8 +704,18 @@ async fn a_swapped_directory_is_not_followed_by_the_watcher() {
         response["error"]["data"]["reason"], "uri_outside_roots",
         "{response}"
     );
+    // A request inside hands every change seen so far to the server first.
+    let inside = fake.uri("a.fake");
+    assert_echo(&fake.hover(&inside).await, &inside);
+    let listed = fake.uri("sub/listed.fake");
     let log = fake.finish().await;
     assert_eq!(leaked(&log), 0, "the outside text reached the server");
+    // The link was not walked: the outside folder's files were not listed.
+    assert!(
+        !watched_events(&log).iter().any(|(u, _)| *u == listed),
+        "{:?}",
+        watched_events(&log)
+    );
 }
 
 /// 10. The same swap unseen by any watcher, then a restart: the reopen of
@@ -709,8 +723,9 @@ async fn a_swapped_directory_is_not_followed_by_the_watcher() {
 #[tokio::test]
 async fn a_swapped_directory_is_not_followed_by_the_reopen_after_a_restart() {
     let fake = Fake::start(Setup {
-        // Answers two requests, then exits: the supervisor restarts it.
-        mode: "exit_after=2",
+        // Answers `initialize` and two requests, then exits: the
+        // supervisor restarts it.
+        mode: "exit_after=3",
         options: RegistryOptions {
             max_watches: Some(0),
             ..RegistryOptions::default()

@@ -768,11 +768,20 @@ impl LspTools {
         let (report, through) = match through_editor {
             Some(report) => (report, "the editor (fs/write_text_file)"),
             None => {
-                let writable = |p: &Path| tool.is_writable(p);
-                let plan = plan_on_disk(&edit, encoding, &writable, &Decisions::default())
-                    .map_err(|e| format!("the server's edit cannot be applied: {e}"))?;
-                let report = apply_to_disk(&plan).map_err(|e| e.to_string())?;
-                (report, "the disk")
+                // Reading and writing the files is blocking work: off the
+                // runtime threads.
+                let confinement = tool
+                    .confinement()
+                    .ok_or_else(|| format!("the ACP session {} is closed", tool.session_id()))?;
+                let applied = tokio::task::spawn_blocking(move || {
+                    let writable = |p: &Path| confinement.is_writable(p);
+                    let plan = plan_on_disk(&edit, encoding, &writable, &Decisions::default())
+                        .map_err(|e| format!("the server's edit cannot be applied: {e}"))?;
+                    apply_to_disk(&plan).map_err(|e| e.to_string())
+                })
+                .await
+                .map_err(|e| format!("the edit could not be applied: {e}"))??;
+                (applied, "the disk")
             }
         };
         Ok(render_report(
