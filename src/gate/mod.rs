@@ -381,8 +381,8 @@ impl<H: LspHost> Gate<H> {
                 limit: limits.max_depth,
             });
         }
-        // The depth is bounded now, so the recursive scan is safe; it runs
-        // before anything is parsed, checked or forwarded.
+        // Before anything is parsed, checked or forwarded: what the gate
+        // checks must be the only reading of the bytes a server gets.
         if let Some(key) = depth::duplicate_key(params.get()) {
             return Err(GateError::DuplicateKeys { key });
         }

@@ -7,6 +7,8 @@
 //! the last of duplicate members, escapes in keys and values. So
 //! [`member_strings`] reads every such way at once and returns all readings.
 
+use std::borrow::Cow;
+
 /// The raw text of top-level member `key` when its value is a string, number
 /// or literal. Returns `None` when the key is absent or the scan gets lost.
 pub fn top_level_scalar<'a>(bytes: &'a [u8], key: &str) -> Option<&'a str> {
@@ -49,7 +51,7 @@ pub fn top_level_scalar<'a>(bytes: &'a [u8], key: &str) -> Option<&'a str> {
 }
 
 /// Index of the closing quote of the string starting at `start`.
-fn string_end(b: &[u8], start: usize) -> Option<usize> {
+pub(crate) fn string_end(b: &[u8], start: usize) -> Option<usize> {
     let mut i = start + 1;
     while i < b.len() {
         match b[i] {
@@ -112,7 +114,7 @@ pub fn member_strings(bytes: &[u8], key: &str) -> Vec<String> {
                 let Some(value_end) = string_end(b, j) else {
                     break;
                 };
-                found.push(decode(&text[j + 1..value_end]));
+                found.push(decode(&text[j + 1..value_end]).into_owned());
                 i = value_end + 1;
                 continue;
             }
@@ -132,9 +134,9 @@ pub fn lossy_top_level_id(bytes: &[u8]) -> Option<String> {
 
 /// A JSON string body with its escapes decoded; what cannot be decoded
 /// (a lone surrogate, a bad escape) becomes U+FFFD.
-fn decode(body: &str) -> String {
+pub(crate) fn decode(body: &str) -> Cow<'_, str> {
     if !body.contains('\\') {
-        return body.to_string();
+        return Cow::Borrowed(body);
     }
     let mut out = String::with_capacity(body.len());
     let mut chars = body.chars();
@@ -175,7 +177,7 @@ fn decode(body: &str) -> String {
             None => out.push('\u{FFFD}'),
         }
     }
-    out
+    Cow::Owned(out)
 }
 
 fn hex4(chars: &mut std::str::Chars<'_>) -> Option<u32> {
