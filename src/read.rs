@@ -10,6 +10,12 @@
 //! descriptor). The open is non-blocking (a FIFO with no writer would block
 //! it forever), and the descriptor's own `fstat` decides whether it is a
 //! regular file before a byte is read.
+//!
+//! Not `O_NOFOLLOW` or `openat2(RESOLVE_BENEATH)`: a symlink inside a root to
+//! a file inside a root is a legitimate document, and the check of where the
+//! descriptor landed refuses every way out (a link in any component, `..`
+//! after a link, a swap between a check and the open) with one rule, the
+//! gate's confinement.
 
 use crate::lsp::documents::Stamp;
 use std::fs::File;
@@ -65,6 +71,19 @@ pub fn read_confined_blocking(
     allowed: &dyn Fn(&Path) -> bool,
     limit: u64,
 ) -> Result<ReadText, ReadError> {
+    // Not even opened when it is plainly not a regular file: opening a FIFO
+    // or a device can have effects of its own. (The check that counts is the
+    // one on the opened descriptor below; this one can be raced.)
+    if let Ok(metadata) = std::fs::metadata(path) {
+        if !metadata.is_file() {
+            let inside = path.canonicalize().is_ok_and(|real| allowed(&real));
+            return Err(if inside {
+                ReadError::NotAFile
+            } else {
+                ReadError::OutsideRoots
+            });
+        }
+    }
     let file = match std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
