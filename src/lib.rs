@@ -12,5 +12,6 @@ pub mod jsonrpc;
 pub mod lsp;
 pub mod mcp;
 pub mod oneshot;
+pub mod read;
 pub mod record;
 pub mod watch;

@@ -4,9 +4,12 @@
 //! (`crate::mcp`) uses the same helpers over an agent's session
 //! ([`OneShot::attach`]).
 
+use crate::gate::confine::{ConfineError, Confinement};
 use crate::gate::{Gate, GateError, GateMethod, ServerEntry, ServerState};
 use crate::lsp::config::Config;
+use crate::lsp::documents::MAX_DOCUMENT_BYTES;
 use crate::lsp::registry::{Registry, RegistryOptions};
+use crate::read::{read_confined, ReadError};
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -143,6 +146,55 @@ impl OneShot {
 
     pub fn session_id(&self) -> &str {
         &self.session
+    }
+
+    /// The session's confinement (its roots and the read-only roots), as
+    /// the gate checks it; `None` once the session is closed.
+    pub fn confinement(&self) -> Option<Confinement> {
+        self.gate
+            .sessions()
+            .get(&self.session)
+            .map(|session| session.confinement().clone())
+    }
+
+    /// `file` (absolute, or relative to the first root) as a symlink-free
+    /// path, if the session's confinement lets it through: the same check
+    /// as the gate's for a URI, made before the file is touched, so that a
+    /// refusal says nothing of whether the file exists.
+    pub fn confine(&self, file: &Path) -> Result<PathBuf, ConfineError> {
+        let path = if file.is_absolute() {
+            file.to_path_buf()
+        } else {
+            self.root().join(file)
+        };
+        let outside = || ConfineError::OutsideRoots {
+            uri: path.display().to_string(),
+        };
+        let uri = url::Url::from_file_path(&path).map_err(|()| outside())?;
+        match self
+            .confinement()
+            .ok_or_else(outside)?
+            .check_uri(uri.as_str())
+        {
+            Ok(Some(resolved)) => Ok(resolved),
+            Ok(None) => Err(outside()),
+            Err(ConfineError::OutsideRoots { .. }) => Err(outside()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Reads a confined file ([`OneShot::confine`]'s answer) off the runtime
+    /// threads: a regular file of at most [`MAX_DOCUMENT_BYTES`], whose real
+    /// path at the moment of the read is still inside the session.
+    pub async fn read_text(&self, path: &Path) -> Result<String, ReadError> {
+        let confinement = self.confinement().ok_or(ReadError::OutsideRoots)?;
+        read_confined(
+            path.to_path_buf(),
+            move |real| confinement.contains(real),
+            MAX_DOCUMENT_BYTES,
+        )
+        .await
+        .map(|read| read.text)
     }
 
     /// How long a request waits for its server to be ready.
@@ -416,11 +468,10 @@ pub enum RenameOutcome {
 pub enum RenameError {
     #[error(transparent)]
     Gate(#[from] OneShotError),
+    #[error("{0}")]
+    Confined(#[from] ConfineError),
     #[error("cannot read {path}: {source}")]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Read { path: PathBuf, source: ReadError },
     #[error("{0}")]
     Position(String),
     #[error(
@@ -529,22 +580,24 @@ impl OneShot {
         server_name: Option<&str>,
     ) -> Result<RenameEdit, RenameError> {
         use crate::edit::{LineIndex, PositionEncoding};
-        let file = at.file.canonicalize().map_err(|source| RenameError::Read {
-            path: at.file.clone(),
-            source,
-        })?;
-        // Before any server starts: a file outside the session is refused
-        // at once, saying so.
-        if !self.roots.iter().any(|root| file.starts_with(root)) {
-            return Err(RenameError::OutsideRoot {
+        // A relative path is the command line's: from the current directory.
+        // Before any server starts, a file outside the session is refused at
+        // once, saying so (and nothing of whether it exists).
+        let file = std::path::absolute(&at.file).unwrap_or_else(|_| at.file.clone());
+        let file = self.confine(&file).map_err(|e| match e {
+            ConfineError::OutsideRoots { .. } => RenameError::OutsideRoot {
                 path: at.file.clone(),
                 root: self.root().display().to_string(),
-            });
-        }
-        let text = std::fs::read_to_string(&file).map_err(|source| RenameError::Read {
-            path: file.clone(),
-            source,
+            },
+            other => RenameError::Confined(other),
         })?;
+        let text = self
+            .read_text(&file)
+            .await
+            .map_err(|source| RenameError::Read {
+                path: at.file.clone(),
+                source,
+            })?;
         let entry = self.pick_server(server_name, Some(&file)).await?;
         let entry = self.started(entry).await?;
         let server_id = entry.server_id.clone();

@@ -374,7 +374,10 @@ async fn coalesce(
         }
         let mut changes = Vec::new();
         for (path, created) in touched {
-            match std::fs::metadata(&path) {
+            // Not following links, as the walk does not: a directory
+            // replaced by a link to a folder outside the root must not be
+            // walked, watched or listed to servers.
+            match std::fs::symlink_metadata(&path) {
                 Ok(meta) if meta.is_dir() => {
                     if shared.ignored(&path, true) || !created {
                         continue;

@@ -1114,3 +1114,147 @@ async fn every_sse_event_of_the_http_server_carries_json_on_each_protocol_versio
     );
     proxy.registry.shutdown().await;
 }
+
+/// Longest wait for a tool call on a hostile file: the tool must answer
+/// promptly; beyond this the proxy is taken to be frozen.
+const FREEZE_BOUND: Duration = Duration::from_secs(60);
+
+/// One tool call bounded by [`FREEZE_BOUND`]; `None` when it did not answer.
+async fn call_bounded(client: &Client, tool: &str, arguments: Value) -> Option<CallToolResult> {
+    let arguments = arguments.as_object().expect("arguments object").clone();
+    let call =
+        client.call_tool(CallToolRequestParams::new(tool.to_string()).with_arguments(arguments));
+    match timeout(FREEZE_BOUND, call).await {
+        Ok(result) => {
+            Some(result.unwrap_or_else(|e| panic!("{tool} failed at the protocol level: {e}")))
+        }
+        Err(_) => None,
+    }
+}
+
+/// This process's resident memory, in bytes.
+fn resident_bytes() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("read /proc/self/status");
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS in /proc/self/status");
+    kib * 1024
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tools_confine_files_first_and_never_block_a_runtime_thread() {
+    // The proxy gets a runtime of its own, two workers as on this machine,
+    // so that a proxy frozen by blocking reads shows as unanswered calls
+    // instead of freezing the test.
+    let proxy_runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("proxy runtime");
+    let mut proxy = proxy_runtime
+        .spawn(Proxy::start())
+        .await
+        .expect("start the proxy");
+    proxy.initialize(false).await;
+    let entry = proxy.new_session("s1").await;
+    let client = connect(&entry).await;
+
+    // Two calls on a FIFO inside the root (where rust-analyzer does not
+    // look), at once: before, each blocked a runtime worker for good.
+    let fifo = proxy.root.join("target/pipe.rs");
+    std::fs::create_dir_all(fifo.parent().unwrap()).unwrap();
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo");
+    assert!(made.success());
+    let at_fifo = json!({"file": "target/pipe.rs", "line": 1, "column": 1});
+    let (a, b) = tokio::join!(
+        call_bounded(&client, "hover", at_fifo.clone()),
+        call_bounded(&client, "definition", at_fifo),
+    );
+    for result in [a, b] {
+        let result = result.expect("a tool on a FIFO answers: the proxy did not freeze");
+        assert_eq!(result.is_error, Some(true), "{}", text(&result));
+        assert!(
+            text(&result).contains("not a regular file"),
+            "{}",
+            text(&result)
+        );
+    }
+    let servers = call_bounded(&client, "lsp_servers", json!({}))
+        .await
+        .expect("the proxy still answers");
+    success("lsp_servers", &servers);
+
+    // Files outside the roots: refused before anything is read, in the same
+    // words whether the file exists or not, never with its line count.
+    let outside = proxy.root.parent().unwrap().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    let secret: String = (1..=25).map(|i| format!("// secret line {i}\n")).collect();
+    std::fs::write(outside.join("secret.rs"), &secret).unwrap();
+    std::os::unix::fs::symlink(outside.join("secret.rs"), proxy.root.join("src/link.rs")).unwrap();
+    let pairs = [
+        (
+            outside.join("secret.rs").display().to_string(),
+            outside.join("missing.rs").display().to_string(),
+        ),
+        (
+            "../outside/secret.rs".to_string(),
+            "../outside/missing.rs".to_string(),
+        ),
+        ("/etc/passwd".to_string(), "/etc/no-such-file".to_string()),
+        ("src/link.rs".to_string(), "/dev/zero".to_string()),
+    ];
+    let at = |file: &str| json!({"file": file, "line": 30, "column": 1});
+    let calls = |file: &str| {
+        vec![
+            ("hover", at(file)),
+            ("definition", at(file)),
+            ("references", at(file)),
+            ("code_actions", at(file)),
+            ("document_symbols", json!({"file": file})),
+            ("diagnostics", json!({"files": [file]})),
+            (
+                "rename",
+                json!({"file": file, "line": 1, "column": 1, "new_name": "x"}),
+            ),
+        ]
+    };
+    let before = resident_bytes();
+    for (existing, missing) in &pairs {
+        for ((tool, args), (_, args_missing)) in calls(existing).into_iter().zip(calls(missing)) {
+            let mut answers = Vec::new();
+            for (file, args) in [(existing, args), (missing, args_missing)] {
+                let result = call_bounded(&client, tool, args)
+                    .await
+                    .unwrap_or_else(|| panic!("{tool} on {file} did not answer"));
+                let message = text(&result);
+                assert_eq!(result.is_error, Some(true), "{tool} {file}: {message}");
+                assert!(
+                    message.contains("outside the session's roots"),
+                    "{tool} {file}: {message}"
+                );
+                assert!(!message.contains("lines"), "{tool} {file}: {message}");
+                answers.push(message.replace(file.as_str(), "FILE"));
+            }
+            assert_eq!(answers[0], answers[1], "{tool}: {existing} vs {missing}");
+        }
+    }
+    let grown = resident_bytes().saturating_sub(before);
+    println!(
+        "resident memory grown over the outside-file calls (/dev/zero among them): {grown} bytes"
+    );
+    assert!(grown < 256 * 1024 * 1024, "grew by {grown} bytes");
+
+    client.cancel().await.expect("close the MCP client");
+    let registry = Arc::clone(&proxy.registry);
+    proxy_runtime
+        .spawn(async move { registry.shutdown().await })
+        .await
+        .expect("shut the servers down");
+    drop(proxy);
+    proxy_runtime.shutdown_background();
+}

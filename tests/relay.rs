@@ -1180,13 +1180,31 @@ async fn lines_longer_than_the_inspection_limit_stream_through_untouched() {
     assert_eq!(h.agent_recv().await, short);
     h.editor_w = Some(writing.await.expect("writer task"));
 
-    // Too long to inspect means never ours: even an `lsp/servers` request
-    // over the limit goes to the editor as it is.
+    // Too long to inspect, but ours: never forwarded, answered with an
+    // error (a lenient editor would run it unchecked).
     let padded = format!(
         r#"{{"jsonrpc":"2.0","id":1,"method":"lsp/servers","params":{{"sessionId":"s1","pad":"{}"}}}}"#,
         "z".repeat(1000)
     );
-    h.agent_passes(&padded).await;
+    h.agent_error(&padded, json!(1), -32602, "params_too_large")
+        .await;
+    h.assert_editor_got_nothing("over the limit, ours").await;
+    // Named only past the first piece: what went ahead is cut there (no
+    // parser reads it as a request) and the agent gets the error.
+    let late = format!(
+        r#"{{"jsonrpc":"2.0","pad":"{}","id":2,"method":"lsp/request","params":{{}}}}"#,
+        "z".repeat(100_000)
+    );
+    h.agent_send(&late).await;
+    // (The editor reads first: the pieces ahead fill the pipes to it.)
+    let cut = h.editor_recv().await;
+    let answer = h.agent_recv_json().await;
+    expect_error(&answer, -32600, "params_too_large");
+    assert!(late.starts_with(&cut) && cut.len() < late.len(), "cut");
+    assert!(!cut.contains("lsp/"), "{}", &cut[cut.len() - 200..]);
+    assert!(serde_json::from_str::<Value>(&cut).is_err());
+    h.assert_editor_got_nothing("over the limit, ours late")
+        .await;
 }
 
 // ---------------------------------------------------------------------------
@@ -1690,4 +1708,252 @@ async fn requests_over_the_quotas_are_refused_at_once_with_a_retryable_reason() 
     for id in [2, 4, 7] {
         gate.cancel(&RequestId::from_u64(id));
     }
+}
+
+// 12. Hostile shapes: duplicate keys, lines that do not parse
+// ---------------------------------------------------------------------------
+
+/// An `lsp/request` line whose inner LSP params are `inner` (raw JSON text).
+fn request_line(id: u64, inner: &str) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"lsp/request","params":{{"sessionId":"s1","serverId":"rust-analyzer","method":"textDocument/hover","params":{inner}}}}}"#
+    )
+}
+
+/// Duplicate-key requests where the parsed value (the last duplicate wins)
+/// is inside the roots and another duplicate is outside: 4 placements of the
+/// duplicate × 3 spellings of the key × 3 outside URIs, plus duplicates in
+/// the `lsp/request` params themselves and in the other gate methods.
+fn duplicate_key_lines() -> Vec<String> {
+    let inside = "file:///ws/proj/a.rs";
+    let mut lines = Vec::new();
+    let mut id = 100;
+    for outside in [
+        "file:///etc/passwd",
+        "file:///ws/proj/../../etc/shadow",
+        "file:///home/user/.ssh/id_rsa",
+    ] {
+        for key in ["uri", "\\u0075ri", "u\\u0072i"] {
+            let shapes = [
+                format!(
+                    r#"{{"textDocument":{{"uri":"{outside}","{key}":"{inside}"}},"position":{{"line":0,"character":0}}}}"#
+                ),
+                format!(
+                    r#"{{"textDocument":{{"{key}":"{outside}"}},"textDocument":{{"uri":"{inside}"}},"position":{{"line":0,"character":0}}}}"#
+                ),
+                format!(
+                    r#"{{"textDocument":{{"uri":"{inside}"}},"locations":[{{"uri":"{outside}","{key}":"{inside}"}}]}}"#
+                ),
+                format!(
+                    r#"{{"edit":{{"changes":{{"{inside}":[]}},"changes":{{"{inside}":[]}}}},"item":{{"uri":"{outside}","{key}":"{inside}","data":[[{{"a":1}}]]}}}}"#
+                ),
+            ];
+            for inner in shapes {
+                id += 1;
+                lines.push(request_line(id, &inner));
+            }
+        }
+        // The lsp/request envelope: a second `params` or `sessionId`.
+        id += 1;
+        lines.push(format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"lsp/request","params":{{"sessionId":"s1","serverId":"rust-analyzer","method":"textDocument/hover","params":{{"textDocument":{{"uri":"{outside}"}}}},"params":{{"textDocument":{{"uri":"{inside}"}}}}}}}}"#
+        ));
+        id += 1;
+        lines.push(format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"lsp/request","params":{{"sessionId":"other","sessionId":"s1","serverId":"rust-analyzer","method":"textDocument/hover","params":{{"textDocument":{{"uri":"{inside}"}},"x":"{outside}"}}}}}}"#
+        ));
+        id += 1;
+        lines.push(format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"_acp-lsp/diagnostics","params":{{"sessionId":"s1","uris":["{outside}"],"uris":["{inside}"]}}}}"#
+        ));
+        // A number no parser into f64 takes, ahead of the duplicate: a
+        // scan that stops at it must not miss what follows.
+        id += 1;
+        lines.push(format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"lsp/request","params":{{"big":1e400,"sessionId":"s1","serverId":"rust-analyzer","method":"textDocument/hover","params":{{"textDocument":{{"uri":"{outside}","uri":"{inside}"}}}}}}}}"#
+        ));
+    }
+    lines
+}
+
+#[tokio::test]
+async fn duplicate_keys_are_refused_before_anything_is_forwarded() {
+    let mut h = Harness::in_session().await;
+    let lines = duplicate_key_lines();
+    let mut forwarded = 0;
+    let mut refused = Vec::new();
+    for line in &lines {
+        // (Not through a parser: one line holds a number out of its range.)
+        let id: u64 = line["{\"jsonrpc\":\"2.0\",\"id\":".len()..]
+            .split(',')
+            .next()
+            .and_then(|n| n.parse().ok())
+            .expect("an integer id");
+        let id = json!(id);
+        h.agent_send(line).await;
+        let answer = h.agent_recv_json().await;
+        assert_eq!(answer["id"], id, "{answer}");
+        if answer.get("result").is_some() {
+            forwarded += 1;
+        } else {
+            refused.push(answer);
+        }
+    }
+    println!(
+        "duplicate-key requests answered with a result: {forwarded} of {}; forwarded to the host: {}",
+        lines.len(),
+        h.host.calls().len()
+    );
+    assert_eq!(forwarded, 0);
+    for answer in &refused {
+        expect_error(answer, -32602, "duplicate_keys");
+    }
+    assert!(h.host.calls().is_empty(), "{:?}", h.host.calls());
+    h.assert_editor_got_nothing("duplicates").await;
+
+    // The same request without the duplicate still goes through.
+    let answer = h.lsp_request(1, hover("s1", "file:///ws/proj/a.rs")).await;
+    assert!(answer.get("result").is_some(), "{answer}");
+}
+
+/// Lines from the agent that name a gate method in some reading but do not
+/// parse (or parse to something else): each must be answered here, never
+/// forwarded. Returns (line bytes, the id the answer must carry).
+fn unparsable_lsp_lines() -> Vec<(Vec<u8>, Value)> {
+    let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+    let mut lines: Vec<(Vec<u8>, Value)> = Vec::new();
+    let mut push = |bytes: Vec<u8>, id: Value| lines.push((bytes, id));
+    // Invalid UTF-8 in the LSP params.
+    push(
+        b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"lsp/request\",\"params\":{\"sessionId\":\"s1\",\"serverId\":\"x\",\"method\":\"textDocument/hover\",\"params\":{\"textDocument\":{\"uri\":\"file:///etc/passwd\xff\"}}}}".to_vec(),
+        json!(1),
+    );
+    // Invalid UTF-8 in the sessionId.
+    push(
+        b"{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"_lsp/servers\",\"params\":{\"sessionId\":\"s\xc31\"}}".to_vec(),
+        json!(2),
+    );
+    // A duplicate `method` whose last value is ours.
+    push(
+        br#"{"jsonrpc":"2.0","id":3,"method":"session/prompt","method":"lsp/request","params":{"sessionId":"s1","serverId":"x","method":"textDocument/hover","params":{"textDocument":{"uri":"file:///etc/passwd"}}}}"#.to_vec(),
+        json!(3),
+    );
+    // A duplicate `method` whose first value is ours.
+    push(
+        br#"{"jsonrpc":"2.0","id":4,"method":"_zed.dev/lsp/request","method":"session/prompt","params":{"sessionId":"s1"}}"#.to_vec(),
+        json!(4),
+    );
+    // Invalid UTF-8 and nesting deeper than the gate's limit.
+    let mut deep_bad =
+        b"{\"jsonrpc\":\"2.0\",\"id\":\"d\",\"method\":\"lsp/request\",\"params\":{\"x\":\"\xfe\",\"y\":"
+            .to_vec();
+    deep_bad.extend_from_slice(deep.as_bytes());
+    deep_bad.extend_from_slice(b"}}");
+    push(deep_bad, json!("d"));
+    // The method written with escapes, invalid UTF-8 elsewhere.
+    push(
+        b"{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"lsp\\/request\",\"params\":{\"sessionId\":\"\xff\"}}".to_vec(),
+        json!(6),
+    );
+    // The key written with escapes, invalid UTF-8 elsewhere.
+    push(
+        b"{\"jsonrpc\":\"2.0\",\"id\":7,\"\\u006dethod\":\"\\u006csp/servers\",\"params\":{\"sessionId\":\"\xff\"}}".to_vec(),
+        json!(7),
+    );
+    // The diagnostics extension, invalid UTF-8.
+    push(
+        b"{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"_acp-lsp/diagnostics\",\"params\":{\"sessionId\":\"s1\",\"uris\":[\"file:///etc/\xff\"]}}".to_vec(),
+        json!(8),
+    );
+    // A duplicate `id` and the method in the middle of a broken line.
+    push(
+        br#"{"jsonrpc":"2.0","id":9,"id":10,"method":"lsp/servers","params":{"sessionId":"s1"}"#
+            .to_vec(),
+        json!(9),
+    );
+    // No id at all, broken: answered with id null.
+    push(
+        b"{\"jsonrpc\":\"2.0\",\"method\":\"lsp/request\",\"params\":{\"a\":\"\xff\"}}".to_vec(),
+        Value::Null,
+    );
+    // A batch that does not parse, with one of ours inside.
+    push(
+        b"[{\"jsonrpc\":\"2.0\",\"id\":11,\"method\":\"lsp/servers\",\"params\":{\"sessionId\":\"\xff\"}}]".to_vec(),
+        Value::Null,
+    );
+    // A UTF-8 byte order mark before the object.
+    push(
+        b"\xef\xbb\xbf{\"jsonrpc\":\"2.0\",\"id\":12,\"method\":\"lsp/servers\",\"params\":{\"sessionId\":\"s1\"}}".to_vec(),
+        json!(12),
+    );
+    lines
+}
+
+/// Sends every unparsable line of ours; returns how many reached the editor.
+async fn count_forwarded_unparsable(h: &mut Harness, tag: &str) -> usize {
+    let lines = unparsable_lsp_lines();
+    let mut forwarded = 0;
+    for (i, (bytes, id)) in lines.iter().enumerate() {
+        let mut line = bytes.clone();
+        line.push(b'\n');
+        h.agent_send_raw(&line).await;
+        let sentinel = format!(
+            r#"{{"jsonrpc":"2.0","method":"session/update","params":{{"sentinel":"{tag}-{i}"}}}}"#
+        );
+        h.agent_send(&sentinel).await;
+        let first = read_raw(&mut h.editor_r, "editor").await;
+        if first != format!("{sentinel}\n").into_bytes() {
+            forwarded += 1;
+            println!("forwarded: {}", String::from_utf8_lossy(&first));
+            assert_eq!(h.editor_recv().await, sentinel);
+            continue;
+        }
+        let answer = h.agent_recv_json().await;
+        let answer = match answer {
+            Value::Array(mut items) if items.len() == 1 => items.remove(0),
+            answer => answer,
+        };
+        assert_eq!(&answer["id"], id, "{answer}");
+        assert!(
+            answer["error"]["data"]["reason"].is_string(),
+            "an error with a reason: {answer}"
+        );
+    }
+    println!(
+        "{tag}: unparsable lsp lines forwarded: {forwarded} of {}",
+        lines.len()
+    );
+    forwarded
+}
+
+#[tokio::test]
+async fn unparsable_lsp_lines_are_answered_and_never_forwarded() {
+    // The editor answers lsp/* itself: well-formed calls go to it, but what
+    // does not parse must not (a lenient editor would run it).
+    let mut h = Harness::start();
+    h.editor_passes(INIT_WITH_LSP).await;
+    h.open_session("s1", "/ws/proj", &[]).await;
+    let auto = count_forwarded_unparsable(&mut h, "auto").await;
+
+    let mut h = Harness::with(Setup {
+        options: RelayOptions {
+            lsp_mode: LspMode::Own,
+            ..Default::default()
+        },
+        ..Default::default()
+    });
+    h.editor_send(INIT_WITH_LSP).await;
+    assert_eq!(h.agent_recv().await, INIT_WITH_LSP);
+    h.open_session("s1", "/ws/proj", &[]).await;
+    let own = count_forwarded_unparsable(&mut h, "own").await;
+    // With --lsp own, an `lsp/*` request with `"id": null` cannot be
+    // answered as a request, and must not reach the editor either.
+    let null_id = r#"{"jsonrpc":"2.0","id":null,"method":"lsp/request","params":{"sessionId":"s1","serverId":"rust-analyzer","method":"textDocument/hover","params":{"textDocument":{"uri":"file:///etc/passwd"}}}}"#;
+    h.agent_send(null_id).await;
+    let answer = h.agent_recv_json().await;
+    assert_eq!(answer["id"], Value::Null, "{answer}");
+    expect_error(&answer, -32600, "invalid_request");
+    h.assert_editor_got_nothing("null-id").await;
+    assert!(h.host.calls().is_empty(), "{:?}", h.host.calls());
+    assert_eq!((auto, own), (0, 0));
 }

@@ -645,3 +645,183 @@ async fn versions_strictly_increase_under_a_burst_of_writes() {
         "nothing stale was sent after the final request"
     );
 }
+
+/// What the outside folder holds: text that must never reach a server.
+const SECRET: &str = "SECRET outside the root\n";
+
+/// Every text the fake received (didOpen/didChange) that holds [`SECRET`].
+fn leaked(log: &[Value]) -> usize {
+    log.iter()
+        .filter(|m| m["method"] == DID_OPEN || m["method"] == DID_CHANGE)
+        .filter(|m| m.to_string().contains("SECRET"))
+        .count()
+}
+
+/// `<tmp>/elsewhere/doc.fake`, outside the workspace, holding [`SECRET`].
+fn outside_folder(fake: &FakeServer) -> PathBuf {
+    let elsewhere = fake.outside.join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).expect("outside folder");
+    std::fs::write(elsewhere.join("doc.fake"), SECRET).expect("outside document");
+    elsewhere
+}
+
+/// Replaces `<root>/sub` by a symlink to `target` (the old folder moves out).
+fn swap_for_link(fake: &FakeServer, target: &Path, parked: &str) {
+    std::fs::rename(fake.root.join("sub"), fake.outside.join(parked)).expect("move sub away");
+    std::os::unix::fs::symlink(target, fake.root.join("sub")).expect("link sub outside");
+}
+
+fn with_sub_doc(root: &Path) {
+    std::fs::create_dir_all(root.join("sub")).expect("sub");
+    std::fs::write(root.join("sub/doc.fake"), "inside\n").expect("doc");
+}
+
+/// 9. An open document whose directory is swapped for a symlink to a
+///    folder outside the root: the watcher's re-read does not follow it;
+///    the document is closed, and the outside text never reaches the server.
+#[tokio::test]
+async fn a_swapped_directory_is_not_followed_by_the_watcher() {
+    let fake = Fake::start(Setup {
+        // The fake registers a watcher for `**/*.fake`.
+        mode: "server_requests",
+        prepare: &with_sub_doc,
+        ..Setup::default()
+    })
+    .await;
+    fake.wait_registration().await;
+    let uri = fake.uri("sub/doc.fake");
+    assert_echo(&fake.hover(&uri).await, &uri);
+    let elsewhere = outside_folder(&fake);
+    std::fs::write(elsewhere.join("listed.fake"), SECRET).expect("another outside file");
+    swap_for_link(&fake, &elsewhere, "parked");
+    fake.wait_log("the didClose of the swapped document", |log| {
+        (!positions(log, DID_CLOSE, &uri).is_empty()).then_some(())
+    })
+    .await;
+    // Named again, it is refused by the gate: it resolves outside now.
+    let response = fake.hover(&uri).await;
+    assert_eq!(
+        response["error"]["data"]["reason"], "uri_outside_roots",
+        "{response}"
+    );
+    // A request inside hands every change seen so far to the server first.
+    let inside = fake.uri("a.fake");
+    assert_echo(&fake.hover(&inside).await, &inside);
+    let listed = fake.uri("sub/listed.fake");
+    let log = fake.finish().await;
+    assert_eq!(leaked(&log), 0, "the outside text reached the server");
+    // The link was not walked: the outside folder's files were not listed.
+    assert!(
+        !watched_events(&log).iter().any(|(u, _)| *u == listed),
+        "{:?}",
+        watched_events(&log)
+    );
+}
+
+/// 10. The same swap unseen by any watcher, then a restart: the reopen of
+///     the server's documents does not follow the link either.
+#[tokio::test]
+async fn a_swapped_directory_is_not_followed_by_the_reopen_after_a_restart() {
+    let fake = Fake::start(Setup {
+        // Answers `initialize` and two requests, then exits: the
+        // supervisor restarts it.
+        mode: "exit_after=3",
+        options: RegistryOptions {
+            max_watches: Some(0),
+            ..RegistryOptions::default()
+        },
+        prepare: &with_sub_doc,
+        ..Setup::default()
+    })
+    .await;
+    let doc = fake.uri("sub/doc.fake");
+    let other = fake.uri("a.fake");
+    assert_echo(&fake.hover(&doc).await, &doc);
+    let elsewhere = outside_folder(&fake);
+    swap_for_link(&fake, &elsewhere, "parked");
+    assert_echo(&fake.hover(&other).await, &other);
+    // The fake exits after that answer and is started again; a request
+    // waits until the restart has reopened the documents.
+    fake.wait_log("the restart's initialize", |log| {
+        (log.iter().filter(|m| m["method"] == "initialize").count() == 2).then_some(())
+    })
+    .await;
+    assert_echo(&fake.hover(&other).await, &other);
+    let log = fake.finish().await;
+    let initializes = log.iter().filter(|m| m["method"] == "initialize").count();
+    assert!(initializes >= 2, "restarted: {initializes} initializes");
+    assert_eq!(leaked(&log), 0, "the reopen sent the outside text");
+    assert_eq!(
+        positions(&log, DID_OPEN, &doc).len(),
+        1,
+        "opened once, before the swap"
+    );
+}
+
+/// 11. A race: the directory flips between the real folder and a link to
+///     the outside while requests name the document. The gate's check and
+///     the read before the request are moments apart; only the read's own
+///     check (of what it opened) is at the moment of the read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_directory_flipping_to_an_outside_link_never_leaks_under_requests() {
+    /// Requests sent while the directory flips.
+    const REQUESTS: usize = 300;
+    let fake = Fake::start(Setup {
+        prepare: &with_sub_doc,
+        ..Setup::default()
+    })
+    .await;
+    let uri = fake.uri("sub/doc.fake");
+    let elsewhere = outside_folder(&fake);
+    // The real folder stays inside the root, under another name.
+    let real = fake.root.join("real-sub");
+    std::fs::rename(fake.root.join("sub"), &real).expect("rename the real folder");
+    let link_to_real = fake.outside.join("link-real");
+    let link_to_outside = fake.outside.join("link-outside");
+    std::os::unix::fs::symlink(&real, &link_to_real).expect("link");
+    std::os::unix::fs::symlink(&elsewhere, &link_to_outside).expect("link");
+    let sub = fake.root.join("sub");
+    let stop = Arc::new(AtomicBool::new(false));
+    let flipper = {
+        let stop = Arc::clone(&stop);
+        let (a, b) = (link_to_real.clone(), link_to_outside.clone());
+        std::thread::spawn(move || {
+            let mut flips = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                // Each flip is atomic: a fresh link renamed over `sub`. One
+                // in eight points outside, so that most requests pass the
+                // gate's check and reach the read.
+                let (from, tmp) = if !flips.is_multiple_of(8) {
+                    (&a, "a")
+                } else {
+                    (&b, "b")
+                };
+                let staged = sub.with_file_name(format!(".sub-{tmp}"));
+                let _ = std::fs::remove_file(&staged);
+                std::os::unix::fs::symlink(std::fs::read_link(from).unwrap(), &staged).unwrap();
+                std::fs::rename(&staged, &sub).unwrap();
+                flips += 1;
+            }
+            flips
+        })
+    };
+    let mut outcomes = std::collections::BTreeMap::<String, usize>::new();
+    for _ in 0..REQUESTS {
+        let response = fake.hover(&uri).await;
+        let outcome = match response["error"]["data"]["reason"].as_str() {
+            Some(reason) => reason.to_string(),
+            None => response["result"]["_meta"]["documents"][0]["skipped"]
+                .as_str()
+                .map_or("answered".to_string(), |s| format!("answered, skipped {s}")),
+        };
+        *outcomes.entry(outcome).or_default() += 1;
+    }
+    stop.store(true, Ordering::Relaxed);
+    let flips = flipper.join().expect("flipper");
+    let log = fake.finish().await;
+    println!(
+        "{REQUESTS} requests over {flips} flips: {outcomes:?}; outside texts received: {}",
+        leaked(&log)
+    );
+    assert_eq!(leaked(&log), 0, "outside texts reached the server");
+}

@@ -201,6 +201,23 @@ where
     }
 }
 
+/// How much of the previous piece of a streamed agent line is scanned again
+/// with the next: a `"method": "…"` member split between two pieces is
+/// still seen whole (escapes make it at most a few hundred bytes, unless
+/// padded with whitespace).
+const FRAGMENT_OVERLAP: usize = 4096;
+
+/// The agent line being streamed in pieces.
+#[derive(Default)]
+struct Streamed {
+    /// Pieces seen so far.
+    pieces: usize,
+    /// It named a gate method: the rest is dropped.
+    cut: bool,
+    /// The end of the last piece, scanned again with the next.
+    tail: Vec<u8>,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Side {
     Editor,
@@ -237,6 +254,8 @@ impl<H: LspHost> Relay<H> {
         side: Side,
     ) -> RelayEnd {
         let mut reader = LineReader::new(input, max_line);
+        // The agent's line being streamed, if any (see `on_agent_fragment`).
+        let mut streamed = Streamed::default();
         loop {
             let chunk = match reader.next().await {
                 Ok(Some(chunk)) => chunk,
@@ -256,22 +275,93 @@ impl<H: LspHost> Relay<H> {
                     last,
                     terminated,
                 } => {
-                    // Too long to inspect: never ours, streamed straight through.
+                    // Too long to inspect: streamed straight through, but
+                    // from the agent only as long as it names no gate method.
                     self.record_in(side, &bytes, true);
-                    self.sink(side)
-                        .send(Outgoing::Fragment {
-                            bytes,
-                            last,
-                            terminated,
-                        })
-                        .await
-                        .is_ok()
+                    let fragment = Outgoing::Fragment {
+                        bytes,
+                        last,
+                        terminated,
+                    };
+                    match side {
+                        Side::Agent => self.on_agent_fragment(&mut streamed, fragment).await,
+                        Side::Editor => self.sink(side).send(fragment).await.is_ok(),
+                    }
                 }
             };
             if !sent {
                 return RelayEnd::EditorGone;
             }
         }
+    }
+
+    /// One piece of an agent line too long to inspect. Each piece is
+    /// scanned (with the end of the one before, so that a member split
+    /// between two is seen) before it is forwarded; once one names a gate
+    /// method, the rest of the line is dropped and the agent gets an error
+    /// (`params_too_large`). What was already forwarded ends there, a cut
+    /// line no parser takes for a request; a line named ours in its first
+    /// piece reaches the editor not at all. Returns false when the output
+    /// is gone.
+    async fn on_agent_fragment(&self, streamed: &mut Streamed, fragment: Outgoing) -> bool {
+        let Outgoing::Fragment {
+            bytes,
+            last,
+            terminated,
+        } = fragment
+        else {
+            return self.to_editor.send(fragment).await.is_ok();
+        };
+        let first = streamed.pieces == 0;
+        streamed.pieces += 1;
+        let mut sent = true;
+        if !streamed.cut {
+            let mut scanned = std::mem::take(&mut streamed.tail);
+            scanned.extend_from_slice(&bytes);
+            // Past the first piece, the scan starts mid-line, maybe inside
+            // a string: both readings (inside and outside) are scanned.
+            let named = names_gate_method(&scanned)
+                || (!first && names_gate_method(&[b"\"".as_slice(), &scanned].concat()));
+            if named {
+                streamed.cut = true;
+                let id = first
+                    .then(|| shallow::lossy_top_level_id(&scanned))
+                    .flatten()
+                    .and_then(|text| serde_json::from_str::<Box<RawValue>>(&text).ok())
+                    .filter(|raw| !jsonrpc::is_null(raw))
+                    .map(|raw| RequestId::from_raw(&raw));
+                let limit = self.gate.limits().max_intercepted_params;
+                let error = GateError::ParamsTooLarge { limit }.to_error_object(None);
+                self.answer(answer_error(id, error));
+                if !first {
+                    sent = self
+                        .to_editor
+                        .send(Outgoing::Fragment {
+                            bytes: Bytes::new(),
+                            last: true,
+                            terminated: true,
+                        })
+                        .await
+                        .is_ok();
+                }
+            } else {
+                let keep = scanned.len().saturating_sub(FRAGMENT_OVERLAP);
+                streamed.tail = scanned.split_off(keep);
+                sent = self
+                    .to_editor
+                    .send(Outgoing::Fragment {
+                        bytes,
+                        last,
+                        terminated,
+                    })
+                    .await
+                    .is_ok();
+            }
+        }
+        if last {
+            *streamed = Streamed::default();
+        }
+        sent
     }
 
     /// Handles one whole line. Returns false when the output is gone.
@@ -281,25 +371,39 @@ impl<H: LspHost> Relay<H> {
             Some(b'{') => match self.inspect(side, &bytes) {
                 Action::Forward => self.sink(side).send(forward(bytes)).await.is_ok(),
                 Action::Replace(new) => self.sink(side).send(forward(new.into())).await.is_ok(),
-                Action::Answer(answer) => {
-                    let to_agent = self.to_agent.clone();
-                    tokio::spawn(async move {
-                        let response = answer.await;
-                        let _ = to_agent.send(Outgoing::line(response)).await;
-                    });
-                    true
-                }
+                Action::Answer(answer) => self.answer(answer),
                 Action::Swallow => true,
             },
             Some(b'[') => self.on_batch(side, bytes, terminated).await,
+            // Not JSON-RPC, unless a lenient reader skips what comes first
+            // (a byte order mark): ours is answered all the same.
+            _ if side == Side::Agent => match self.unparsable_from_agent(&bytes) {
+                Action::Answer(answer) => self.answer(answer),
+                _ => self.sink(side).send(forward(bytes)).await.is_ok(),
+            },
             _ => self.sink(side).send(forward(bytes)).await.is_ok(),
         }
+    }
+
+    /// Sends `answer` to the agent once it is ready.
+    fn answer(&self, answer: BoxFuture<'static, Vec<u8>>) -> bool {
+        let to_agent = self.to_agent.clone();
+        tokio::spawn(async move {
+            let response = answer.await;
+            let _ = to_agent.send(Outgoing::line(response)).await;
+        });
+        true
     }
 
     /// A batch line (ACP v2): each element is handled as a message; elements
     /// for the other side leave as one array, our answers return as one array.
     async fn on_batch(self: &Arc<Self>, side: Side, bytes: Bytes, terminated: bool) -> bool {
         let Ok(elements) = serde_json::from_slice::<Vec<&RawValue>>(&bytes) else {
+            if side == Side::Agent {
+                if let Action::Answer(answer) = self.unparsable_batch_from_agent(&bytes) {
+                    return self.answer(answer);
+                }
+            }
             return self
                 .sink(side)
                 .send(Outgoing::Line { bytes, terminated })
@@ -472,6 +576,17 @@ impl<H: LspHost> Relay<H> {
                 Action::Forward
             }
             Kind::Notification { method, params } => {
+                if GateMethod::from_acp(&method).is_some() && self.lock().answer_lsp {
+                    // A call of ours without an id (or with `"id": null`)
+                    // cannot be answered as a request; it is still ours,
+                    // and the editor must not run it.
+                    let error = ErrorObject::with_reason(
+                        INVALID_REQUEST,
+                        format!("{method} is a request: it needs an id"),
+                        "invalid_request",
+                    );
+                    return Action::Answer(answer_error(None, error));
+                }
                 if method == "$/cancel_request" {
                     if let Some(id) = cancelled_request_id(params) {
                         if self.gate.cancel(&id) {
@@ -512,35 +627,43 @@ impl<H: LspHost> Relay<H> {
         }
     }
 
-    /// A line from the agent that does not parse: if it is a request of ours
-    /// (found by a top-level scan), it is answered with an error; else forwarded.
+    /// A line from the agent that does not parse as a message. If any
+    /// reading of it names a gate method ([`names_gate_method`]), it is
+    /// answered here with an error, whoever answers `lsp/*` otherwise: a
+    /// lenient editor could read it as a call and run it unconfined. Else it
+    /// is forwarded untouched (it is the editor's business).
     fn unparsable_from_agent(&self, bytes: &[u8]) -> Action {
-        let Some(method) = shallow::top_level_string(bytes, "method") else {
-            return Action::Forward;
-        };
-        if GateMethod::from_acp(method).is_none() || !self.lock().answer_lsp {
+        if !names_gate_method(bytes) {
             return Action::Forward;
         }
-        let id = shallow::top_level_scalar(bytes, "id")
-            .and_then(|text| serde_json::from_str::<&RawValue>(text).ok())
+        let id = shallow::lossy_top_level_id(bytes)
+            .and_then(|text| serde_json::from_str::<Box<RawValue>>(&text).ok())
             .filter(|raw| !jsonrpc::is_null(raw))
-            .map(RequestId::from_raw);
+            .map(|raw| RequestId::from_raw(&raw));
         let limit = self.gate.limits().max_depth;
         let error = if depth::max_depth(bytes, limit + 1) > limit + 1 {
             let e = GateError::TooDeep { limit };
             e.to_error_object(None)
+        } else if let Some(key) = std::str::from_utf8(bytes)
+            .ok()
+            .and_then(depth::duplicate_key)
+        {
+            GateError::DuplicateKeys { key }.to_error_object(None)
         } else {
             ErrorObject::with_reason(PARSE_ERROR, "the request is not valid JSON", "parse_error")
         };
-        let error = match id {
-            Some(_) => error,
-            None => ErrorObject {
-                code: INVALID_REQUEST,
-                ..error
-            },
-        };
-        let response = jsonrpc::encode_error(id.as_ref(), &error);
-        Action::Answer(async move { response }.boxed())
+        Action::Answer(answer_error(id, error))
+    }
+
+    /// A batch line from the agent that does not parse: one error with a
+    /// null id when a reading of it names a gate method, else forwarded.
+    fn unparsable_batch_from_agent(&self, bytes: &[u8]) -> Action {
+        if !names_gate_method(bytes) {
+            return Action::Forward;
+        }
+        let error =
+            ErrorObject::with_reason(PARSE_ERROR, "the batch is not valid JSON", "parse_error");
+        Action::Answer(answer_error(None, error))
     }
 
     /// Commits a successful session request; returns the id of the session
@@ -644,6 +767,29 @@ fn editor_writes_files(initialize: &[u8]) -> bool {
     };
     let fs = &message["params"]["clientCapabilities"]["fs"];
     fs["readTextFile"] == true && fs["writeTextFile"] == true
+}
+
+/// Whether any reading of a line that does not parse names a gate method
+/// (`lsp/*` in its three spellings, `_acp-lsp/diagnostics`): the first or
+/// the last `method`, with invalid UTF-8 replaced, escapes decoded.
+fn names_gate_method(bytes: &[u8]) -> bool {
+    shallow::member_strings(bytes, "method")
+        .iter()
+        .any(|method| GateMethod::from_acp(method).is_some())
+}
+
+/// An error answer to `id` (or `null`); without an id the code is
+/// invalid-request, whatever the reason.
+fn answer_error(id: Option<RequestId>, error: ErrorObject) -> BoxFuture<'static, Vec<u8>> {
+    let error = match id {
+        Some(_) => error,
+        None => ErrorObject {
+            code: INVALID_REQUEST,
+            ..error
+        },
+    };
+    let response = jsonrpc::encode_error(id.as_ref(), &error);
+    async move { response }.boxed()
 }
 
 fn cancelled_request_id(params: Option<&RawValue>) -> Option<RequestId> {

@@ -229,6 +229,13 @@ impl Confinement {
         Ok(lexical)
     }
 
+    /// Whether `real`, a path with no symlink left in it (where an opened
+    /// file really is), lies in a root or a read-only root: the check of
+    /// every read made on behalf of a server (`crate::read`).
+    pub fn contains(&self, real: &Path) -> bool {
+        real.is_absolute() && self.inside_any(real)
+    }
+
     fn inside_any(&self, path: &Path) -> bool {
         self.roots
             .iter()

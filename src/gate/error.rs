@@ -36,6 +36,10 @@ pub enum GateError {
     ParamsTooLarge { limit: usize },
     #[error("params are nested deeper than {limit} levels")]
     TooDeep { limit: usize },
+    /// One object of the params holds `key` twice: parsers disagree on which
+    /// one counts, so what was checked might not be what a server reads.
+    #[error("params repeat the key {key:?} in one object")]
+    DuplicateKeys { key: String },
     #[error("unknown session {0:?}")]
     UnknownSession(String),
     /// No server with that id is listed for the session (a server of another
@@ -159,6 +163,9 @@ struct ErrorData<'a> {
     available_methods: Option<&'a [String]>,
     #[serde(skip_serializing_if = "Option::is_none")]
     allowed_commands: Option<&'a [String]>,
+    /// `duplicate_keys`: the key that appears twice.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    key: Option<&'a str>,
     /// `overloaded`: which quota (`session`, `total`) and its limit.
     #[serde(skip_serializing_if = "Option::is_none")]
     scope: Option<&'static str>,
@@ -173,6 +180,7 @@ impl GateError {
             GateError::InvalidParams(_)
             | GateError::ParamsTooLarge { .. }
             | GateError::TooDeep { .. }
+            | GateError::DuplicateKeys { .. }
             | GateError::UnknownSession(_)
             | GateError::UnknownServer { .. }
             | GateError::MethodNotForwarded { .. }
@@ -202,6 +210,7 @@ impl GateError {
             GateError::InvalidParams(_) => "invalid_params",
             GateError::ParamsTooLarge { .. } => "params_too_large",
             GateError::TooDeep { .. } => "params_too_deep",
+            GateError::DuplicateKeys { .. } => "duplicate_keys",
             GateError::UnknownSession(_) => "unknown_session",
             GateError::UnknownServer { .. } => "unknown_server",
             GateError::MethodNotForwarded { .. } => "method_not_forwarded",
@@ -285,6 +294,9 @@ impl GateError {
                 data.waited_ms = server.waited_ms;
                 data.last_error = server.last_error.as_deref();
                 data.servers = Some(servers);
+            }
+            GateError::DuplicateKeys { key } => {
+                data.key = Some(key);
             }
             GateError::ServerExited { server_id } => data.server_id = Some(server_id),
             GateError::Overloaded { scope, limit } => {

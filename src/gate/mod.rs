@@ -464,6 +464,11 @@ impl<H: LspHost> Gate<H> {
                 limit: limits.max_depth,
             });
         }
+        // Before anything is parsed, checked or forwarded: what the gate
+        // checks must be the only reading of the bytes a server gets.
+        if let Some(key) = depth::duplicate_key(params.get()) {
+            return Err(GateError::DuplicateKeys { key });
+        }
         Ok(())
     }
 

@@ -1,5 +1,10 @@
-//! Nesting depth of JSON text, measured by a byte scan so that hostile input is
-//! refused before any recursive parser sees it.
+//! Shape scans of JSON text that hostile input must pass before anything acts
+//! on it, each one pass over the bytes before any recursive parser sees the
+//! text: nesting depth and duplicate object keys.
+
+use super::shallow::{decode, string_end};
+use std::borrow::Cow;
+use std::collections::HashSet;
 
 /// The deepest nesting of `[`/`{` in `bytes`, ignoring brackets inside strings.
 /// Stops counting (and returns `limit + 1`) as soon as `limit` is exceeded.
@@ -37,9 +42,90 @@ pub fn max_depth(bytes: &[u8], limit: usize) -> usize {
     deepest
 }
 
+/// The first key that occurs twice in one object of `text`, decoded (`"uri"`
+/// and `"\u0075ri"` are the same key). `None` when every object's keys are
+/// distinct; broken text is scanned as far as it goes.
+///
+/// serde_json keeps the last of duplicate keys, other parsers the first: a
+/// message checked in one reading and forwarded as bytes could be read in the
+/// other. A byte scan, like [`max_depth`], so that nothing a parser refuses
+/// (a number out of range, a bad escape) can end it early, and with no
+/// recursion: one set of keys per open object, on the heap.
+pub fn duplicate_key(text: &str) -> Option<String> {
+    let b = text.as_bytes();
+    // One frame per open container: the keys seen, for an object.
+    let mut open: Vec<Option<HashSet<Cow<'_, str>>>> = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'"' => {
+                let end = string_end(b, i)?;
+                if let Some(Some(keys)) = open.last_mut() {
+                    let mut j = end + 1;
+                    while j < b.len() && b[j].is_ascii_whitespace() {
+                        j += 1;
+                    }
+                    // In an object, a string followed by a colon is a key.
+                    if b.get(j) == Some(&b':') {
+                        let key = decode(&text[i + 1..end]);
+                        if keys.contains(&key) {
+                            return Some(key.into_owned());
+                        }
+                        keys.insert(key);
+                    }
+                }
+                i = end + 1;
+            }
+            b'{' => {
+                open.push(Some(HashSet::new()));
+                i += 1;
+            }
+            b'[' => {
+                open.push(None);
+                i += 1;
+            }
+            b'}' | b']' => {
+                open.pop();
+                i += 1;
+            }
+            _ => i += 1,
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn finds_duplicate_keys_at_any_depth_in_any_spelling() {
+        assert_eq!(duplicate_key(r#"{"a":1,"b":2}"#), None);
+        assert_eq!(duplicate_key(r#"{"a":1,"a":2}"#).as_deref(), Some("a"));
+        assert_eq!(
+            duplicate_key(r#"{"x":[{"uri":"a","\u0075ri":"b"}]}"#).as_deref(),
+            Some("uri")
+        );
+        // The same key in different objects is fine.
+        assert_eq!(duplicate_key(r#"[{"a":1},{"a":{"a":2}}]"#), None);
+        // Many keys.
+        let many: Vec<String> = (0..40).map(|i| format!(r#""k{i}":{i}"#)).collect();
+        let text = format!("{{{},\"k7\":0}}", many.join(","));
+        assert_eq!(duplicate_key(&text).as_deref(), Some("k7"));
+        assert_eq!(duplicate_key(&format!("{{{}}}", many.join(","))), None);
+        // Broken or out-of-range text does not end the scan early.
+        assert_eq!(duplicate_key(r#"{"a":1,"b""#), None);
+        assert_eq!(duplicate_key(r#"{"a":1,"a":"#).as_deref(), Some("a"));
+        assert_eq!(
+            duplicate_key(r#"{"n":1e400,"x":{"k":"\q","k":0}}"#).as_deref(),
+            Some("k")
+        );
+        // Strings that are values, and brackets inside strings, are not keys.
+        assert_eq!(
+            duplicate_key(r#"{"a":"a","b":["a","a"],"c":"{\"a\":1,\"a\":2}"}"#),
+            None
+        );
+    }
 
     #[test]
     fn counts_nesting_outside_strings() {

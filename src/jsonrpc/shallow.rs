@@ -1,6 +1,13 @@
 //! A last-resort scan of a message's top level, for lines the parser refuses
 //! (too deep, or broken further in): finds the `id` and `method` so that a
 //! request of ours still gets an error response rather than being forwarded.
+//!
+//! A line that does not parse may still be read by a lenient peer, in ways
+//! the scan must anticipate: invalid UTF-8 replaced by U+FFFD, the first or
+//! the last of duplicate members, escapes in keys and values. So
+//! [`member_strings`] reads every such way at once and returns all readings.
+
+use std::borrow::Cow;
 
 /// The raw text of top-level member `key` when its value is a string, number
 /// or literal. Returns `None` when the key is absent or the scan gets lost.
@@ -44,7 +51,7 @@ pub fn top_level_scalar<'a>(bytes: &'a [u8], key: &str) -> Option<&'a str> {
 }
 
 /// Index of the closing quote of the string starting at `start`.
-fn string_end(b: &[u8], start: usize) -> Option<usize> {
+pub(crate) fn string_end(b: &[u8], start: usize) -> Option<usize> {
     let mut i = start + 1;
     while i < b.len() {
         match b[i] {
@@ -77,9 +84,132 @@ pub fn top_level_string<'a>(bytes: &'a [u8], key: &str) -> Option<&'a str> {
     raw.strip_prefix('"')?.strip_suffix('"')
 }
 
+/// Every string value of a member named `key`, at any depth, in every
+/// reading a lenient parser could make: the text read as UTF-8 with invalid
+/// bytes replaced, keys and values with their escapes decoded (a lone
+/// surrogate becomes U+FFFD), every duplicate. Broken input is scanned as far
+/// as it goes.
+pub fn member_strings(bytes: &[u8], key: &str) -> Vec<String> {
+    let text = String::from_utf8_lossy(bytes);
+    let b = text.as_bytes();
+    let mut found = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] != b'"' {
+            i += 1;
+            continue;
+        }
+        let Some(end) = string_end(b, i) else { break };
+        let mut j = end + 1;
+        while j < b.len() && b[j].is_ascii_whitespace() {
+            j += 1;
+        }
+        let is_key = j < b.len() && b[j] == b':';
+        if is_key && decode(&text[i + 1..end]) == key {
+            j += 1;
+            while j < b.len() && b[j].is_ascii_whitespace() {
+                j += 1;
+            }
+            if j < b.len() && b[j] == b'"' {
+                let Some(value_end) = string_end(b, j) else {
+                    break;
+                };
+                found.push(decode(&text[j + 1..value_end]).into_owned());
+                i = value_end + 1;
+                continue;
+            }
+        }
+        i = end + 1;
+    }
+    found
+}
+
+/// The top-level `id` of a line that may not be UTF-8, as JSON text: the
+/// raw scalar of the lossy reading (what a lenient peer would echo).
+pub fn lossy_top_level_id(bytes: &[u8]) -> Option<String> {
+    let text = String::from_utf8_lossy(bytes);
+    let start = text.find('{')?;
+    top_level_scalar(&text.as_bytes()[start..], "id").map(str::to_string)
+}
+
+/// A JSON string body with its escapes decoded; what cannot be decoded
+/// (a lone surrogate, a bad escape) becomes U+FFFD.
+pub(crate) fn decode(body: &str) -> Cow<'_, str> {
+    if !body.contains('\\') {
+        return Cow::Borrowed(body);
+    }
+    let mut out = String::with_capacity(body.len());
+    let mut chars = body.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('n') => out.push('\n'),
+            Some('t') => out.push('\t'),
+            Some('r') => out.push('\r'),
+            Some('b') => out.push('\u{8}'),
+            Some('f') => out.push('\u{c}'),
+            Some('u') => {
+                let unit = hex4(&mut chars);
+                match unit {
+                    Some(high @ 0xD800..=0xDBFF) => {
+                        let mut ahead = chars.clone();
+                        let low = (ahead.next() == Some('\\') && ahead.next() == Some('u'))
+                            .then(|| hex4(&mut ahead))
+                            .flatten()
+                            .filter(|low| (0xDC00..=0xDFFF).contains(low));
+                        match low {
+                            Some(low) => {
+                                chars = ahead;
+                                let code = 0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00);
+                                out.push(char::from_u32(code).unwrap_or('\u{FFFD}'));
+                            }
+                            None => out.push('\u{FFFD}'),
+                        }
+                    }
+                    Some(unit) => out.push(char::from_u32(unit).unwrap_or('\u{FFFD}')),
+                    None => out.push('\u{FFFD}'),
+                }
+            }
+            Some(other) => out.push(other),
+            None => out.push('\u{FFFD}'),
+        }
+    }
+    Cow::Owned(out)
+}
+
+fn hex4(chars: &mut std::str::Chars<'_>) -> Option<u32> {
+    let mut value = 0;
+    for _ in 0..4 {
+        value = value * 16 + chars.next()?.to_digit(16)?;
+    }
+    Some(value)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn member_strings_reads_every_duplicate_and_spelling() {
+        let line = b"{\"method\":\"a\",\"\\u006dethod\":\"lsp\\/request\",\"x\":\"\xff\",\"p\":{\"method\":\"\\ud83d\\ude00\\ud800\"}";
+        assert_eq!(
+            member_strings(line, "method"),
+            vec!["a", "lsp/request", "\u{1F600}\u{FFFD}"]
+        );
+        // A value that is not a string, and a string that is not a key.
+        assert!(member_strings(br#"{"method":1,"x":"method"}"#, "method").is_empty());
+    }
+
+    #[test]
+    fn lossy_id_survives_invalid_utf8() {
+        assert_eq!(
+            lossy_top_level_id(b"\xef\xbb\xbf{\"id\":\"a\xffb\",\"method\":\"x\"}").as_deref(),
+            Some("\"a\u{FFFD}b\"")
+        );
+    }
 
     #[test]
     fn finds_id_and_method_past_deep_params() {

@@ -62,7 +62,8 @@ pub struct DocumentState {
     pub version: Option<i32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hash: Option<String>,
-    /// Why the document was not opened (`too_large`, `unreadable`, `not_found`).
+    /// Why the document was not opened (`too_large`, `unreadable`,
+    /// `not_found`, `not_a_file`, `outside_roots`: see `crate::read`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub skipped: Option<&'static str>,
 }

@@ -137,7 +137,7 @@ impl Registry {
     }
 
     /// Detects and attaches a session's servers (runs off the async threads).
-    fn attach(self: &Arc<Self>, session: &Session) -> Vec<String> {
+    fn attach(self: &Arc<Self>, session: &Arc<Session>) -> Vec<String> {
         let mut ids = Vec::new();
         let mut config = self.config.clone();
         for root in session.roots() {
@@ -170,6 +170,15 @@ impl Registry {
                     .entry(id.clone())
                     .or_default()
                     .insert(session.id().to_string());
+            }
+            // What each server may read follows the sessions it serves (a
+            // reload may have moved the roots away from some).
+            for (id, server) in &tables.servers {
+                if ids.contains(id) {
+                    server.attach_session(session);
+                } else {
+                    server.detach_session(session.id());
+                }
             }
         }
         let mut idle = self.idle.lock().expect("BUG: idle lock poisoned");
@@ -344,6 +353,9 @@ impl LspHost for Registry {
         let orphaned: Vec<String> = {
             let mut tables = self.write();
             tables.sessions.remove(session.id());
+            for server in tables.servers.values() {
+                server.detach_session(session.id());
+            }
             let mut orphaned = Vec::new();
             for (id, users) in tables.users.iter_mut() {
                 if users.remove(session.id()) && users.is_empty() {

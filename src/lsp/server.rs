@@ -14,10 +14,11 @@ use super::ratelimit::{Verdict, WarnBudget};
 use super::watchers::FileWatchers;
 use crate::gate::{
     AcpLspEntry, Dropped, EntryMeta, GateError, HostCall, HostReply, NotRunning, Progress,
-    RegistrationEntry, ServerEntry, ServerState, State,
+    RegistrationEntry, ServerEntry, ServerState, Session, State,
 };
 use crate::jsonrpc::object::RawObject;
 use crate::jsonrpc::{ErrorObject, Limits};
+use crate::read::{read_confined, read_confined_blocking, ReadError};
 use crate::record::{Direction, Recorder};
 use crate::watch::FileChange;
 use serde_json::value::RawValue;
@@ -209,6 +210,9 @@ pub struct Server {
     started: Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// Bumped on every diagnostics publish, for waiters.
     published: watch::Sender<u64>,
+    /// The sessions this server serves, by id: every read of a file for the
+    /// server must land in one of their confinements (`crate::read`).
+    sessions: Mutex<HashMap<String, Arc<Session>>>,
 }
 
 impl Server {
@@ -228,7 +232,37 @@ impl Server {
             stop: CancellationToken::new(),
             started: Mutex::new(None),
             published: watch::channel(0).0,
+            sessions: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// The server now serves `session` (or its new roots, after a reload).
+    pub fn attach_session(&self, session: &Arc<Session>) {
+        self.sessions
+            .lock()
+            .expect("BUG: server sessions lock poisoned")
+            .insert(session.id().to_string(), Arc::clone(session));
+    }
+
+    /// The server no longer serves the session `id`.
+    pub fn detach_session(&self, id: &str) {
+        self.sessions
+            .lock()
+            .expect("BUG: server sessions lock poisoned")
+            .remove(id);
+    }
+
+    /// Whether a real path may be read for this server, as of now: inside
+    /// the roots (or read-only roots) of a session it serves.
+    fn read_allowed(&self) -> impl Fn(&Path) -> bool + Send + 'static {
+        let sessions: Vec<Arc<Session>> = self
+            .sessions
+            .lock()
+            .expect("BUG: server sessions lock poisoned")
+            .values()
+            .cloned()
+            .collect();
+        move |real: &Path| sessions.iter().any(|s| s.confinement().contains(real))
     }
 
     pub fn id(&self) -> &str {
@@ -896,39 +930,28 @@ impl Server {
         // Anything else may send: one disk sync at a time per server, so two
         // reads of different revisions cannot reach the server out of order.
         let _serialized = self.disk_sync.lock().await;
-        // A document that can no longer be read from disk is closed rather
-        // than left at text the disk no longer has.
-        let metadata = match tokio::fs::metadata(path).await {
-            Ok(m) if m.is_file() => m,
-            Ok(_) => {
+        // Confined at the moment of the read: a directory swapped for a
+        // symlink since the request was checked (or since the document was
+        // opened) makes the read land outside, and it is refused.
+        let read = read_confined(path.to_path_buf(), self.read_allowed(), MAX_DOCUMENT_BYTES).await;
+        let read = match read {
+            Ok(read) => read,
+            Err(error) => {
+                if matches!(error, ReadError::OutsideRoots) {
+                    tracing::warn!(server = %self.spec.config.name, path = %path.display(), "not read: the file now resolves outside the session roots");
+                }
+                // A document that can no longer be read (gone, no longer a
+                // file, grown past the limit, now outside the roots) is
+                // closed rather than left at text the disk no longer has.
                 self.send_all(connection, self.docs().deleted(uri));
-                return Some("not_a_file");
-            }
-            Err(_) => {
-                self.send_all(connection, self.docs().deleted(uri));
-                return Some("not_found");
+                return Some(error.reason());
             }
         };
-        if metadata.len() > MAX_DOCUMENT_BYTES {
-            // An open document that grew past the limit is closed: left open,
-            // the server would keep answering about text the disk no longer has.
-            self.send_all(connection, self.docs().deleted(uri));
-            return Some("too_large");
-        }
-        let stamp = Stamp {
-            size: metadata.len(),
-            modified: metadata.modified().ok(),
-        };
+        let stamp = read.stamp;
         if !self.docs().needs_read(uri, stamp, SystemTime::now()) {
             return None;
         }
-        let text = match tokio::fs::read(path).await {
-            Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
-            Err(_) => {
-                self.send_all(connection, self.docs().deleted(uri));
-                return Some("unreadable");
-            }
-        };
+        let text = read.text;
         let language_id = self.spec.config.language_id_for(path).to_string();
         // A server may hold an older disk text of a file it has not been
         // given (pyright reads every import), and on didOpen it takes the new
@@ -976,28 +999,21 @@ impl Server {
         } else if handled && path.starts_with(&self.spec.root) {
             // Not open yet: the next request would open it from the disk,
             // which may not have the write. Open it with the written text,
-            // noting the disk as it is now. Small synchronous reads: the
+            // noting the disk as it is now. A small synchronous read (a
+            // regular file under the cap, confined, never a FIFO): the
             // agent's next request must see the write (LspHost::text_written).
-            let Ok(metadata) = std::fs::metadata(path) else {
+            let Ok(disk) = read_confined_blocking(path, &self.read_allowed(), MAX_DOCUMENT_BYTES)
+            else {
                 return;
             };
-            if !metadata.is_file() || metadata.len() > MAX_DOCUMENT_BYTES {
-                return;
-            }
-            let Ok(disk) = std::fs::read_to_string(path) else {
-                return;
-            };
-            let stamp = Stamp {
-                size: metadata.len(),
-                modified: metadata.modified().ok(),
-            };
+            let stamp = disk.stamp;
             docs.written_unopened(
                 uri.as_str(),
                 path.to_path_buf(),
                 config.language_id_for(path),
                 text.to_string(),
                 stamp,
-                content_hash(&disk),
+                content_hash(&disk.text),
             )
         } else {
             Vec::new()

@@ -15,11 +15,14 @@ use crate::edit::{
     apply_to_disk, apply_with_agent_fs, plan_on_disk, AgentApplyError, ApplyReport, Decisions,
     LineIndex, PositionEncoding,
 };
+use crate::gate::confine::ConfineError;
 use crate::gate::{Gate, GateError, GateMethod, ServerEntry, ServerState};
+use crate::lsp::documents::MAX_DOCUMENT_BYTES;
 use crate::lsp::registry::Registry;
 use crate::oneshot::{
     capabilities_of, FileLocation, OneShot, OneShotError, RenameEdit, RenameError,
 };
+use crate::read::{read_confined_blocking, ReadError};
 use rmcp::handler::server::{router::tool::ToolRouter, wrapper::Parameters};
 use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
 use rmcp::{schemars, tool, tool_handler, tool_router, ServerHandler};
@@ -38,6 +41,9 @@ pub const READY_WAIT: Duration = Duration::from_secs(60);
 pub const DIAGNOSTICS_WAIT: Duration = Duration::from_secs(20);
 /// Most items listed in a tool's text (the structured content has them all).
 pub const MAX_LISTED: usize = 200;
+/// Most bytes of files one tool call reads to show the lines its results
+/// point at; past it, results are shown without their line's text.
+pub const MAX_LOADED_BYTES: u64 = 64 * 1024 * 1024;
 
 /// The tools of one MCP connection.
 #[derive(Clone)]
@@ -243,10 +249,11 @@ impl LspTools {
     async fn at(&self, file: &str, line: u32, column: u32) -> ToolResult<At> {
         let tool = self.session().await?;
         let path = resolve(&tool, file)?;
+        // Read before waiting for the server: a file that cannot be used
+        // fails at once.
+        let text = read_text(&tool, &path, file).await?;
         let entry = ready_server(&tool, None, Some(&path)).await?;
         let encoding = encoding_of(&entry);
-        let text = std::fs::read_to_string(&path)
-            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
         let character = lsp_position(&text, &path, line, column, encoding)?;
         let uri = file_uri(&path)?;
         Ok(At {
@@ -277,7 +284,7 @@ impl LspTools {
             .await
             .map_err(describe)?;
         let result: Value = parse(result.get())?;
-        Ok(render_locations(&at.tool, at.encoding, &result, what))
+        Ok(render_locations(&at.tool, at.encoding, &result, what).await)
     }
 }
 
@@ -495,12 +502,7 @@ impl LspTools {
             .await
             .map_err(describe)?;
         let result: Value = parse(result.get())?;
-        Ok(render_locations(
-            &at.tool,
-            at.encoding,
-            &result,
-            "references",
-        ))
+        Ok(render_locations(&at.tool, at.encoding, &result, "references").await)
     }
 
     async fn hover_inner(&self, args: PositionArgs) -> ToolResult<CallToolResult> {
@@ -539,6 +541,7 @@ impl LspTools {
             .map_err(describe)?;
         let result: Value = parse(result.get())?;
         let mut files = Files::new(&tool, encoding_of(&entry));
+        files.load(&result, std::slice::from_ref(&uri)).await;
         let mut symbols = Vec::new();
         for item in result.as_array().into_iter().flatten() {
             collect_symbols(&mut files, item, Some(&path), 0, &mut symbols);
@@ -587,6 +590,7 @@ impl LspTools {
                 Ok(result) => {
                     let result: Value = parse(result.get())?;
                     let mut files = Files::new(&tool, encoding_of(&entry));
+                    files.load(&result, &[]).await;
                     for item in result.as_array().into_iter().flatten() {
                         collect_symbols(&mut files, item, None, 0, &mut symbols);
                     }
@@ -699,6 +703,7 @@ impl LspTools {
         let mut items = Vec::new();
         for (uri, encoding, list) in &found {
             let mut files = Files::new(&tool, *encoding);
+            files.load(&Value::Null, std::slice::from_ref(uri)).await;
             for d in list {
                 let start = files.point(uri, &d["range"]["start"]);
                 let severity = match d["severity"].as_u64() {
@@ -778,11 +783,20 @@ impl LspTools {
         let (report, through) = match through_editor {
             Some(report) => (report, "the editor (fs/write_text_file)"),
             None => {
-                let writable = |p: &Path| tool.is_writable(p);
-                let plan = plan_on_disk(&edit, encoding, &writable, &Decisions::default())
-                    .map_err(|e| format!("the server's edit cannot be applied: {e}"))?;
-                let report = apply_to_disk(&plan).map_err(|e| e.to_string())?;
-                (report, "the disk")
+                // Reading and writing the files is blocking work: off the
+                // runtime threads.
+                let confinement = tool
+                    .confinement()
+                    .ok_or_else(|| format!("the ACP session {} is closed", tool.session_id()))?;
+                let applied = tokio::task::spawn_blocking(move || {
+                    let writable = |p: &Path| confinement.is_writable(p);
+                    let plan = plan_on_disk(&edit, encoding, &writable, &Decisions::default())
+                        .map_err(|e| format!("the server's edit cannot be applied: {e}"))?;
+                    apply_to_disk(&plan).map_err(|e| e.to_string())
+                })
+                .await
+                .map_err(|e| format!("the edit could not be applied: {e}"))??;
+                (applied, "the disk")
             }
         };
         Ok(render_report(
@@ -800,8 +814,7 @@ impl LspTools {
             (None, None) => at.position.clone(),
             (end_line, end_column) => {
                 let path = resolve(&at.tool, &args.file)?;
-                let text = std::fs::read_to_string(&path)
-                    .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+                let text = read_text(&at.tool, &path, &args.file).await?;
                 let end_line = end_line.unwrap_or(args.line);
                 let end_column = end_column.unwrap_or(args.column);
                 let entry = at
@@ -850,17 +863,51 @@ impl LspTools {
     }
 }
 
-/// A file argument as an absolute, symlink-free path: relative paths start
-/// at the session's working directory (its first root).
+/// A file argument as an absolute, symlink-free path inside the session:
+/// relative paths start at the session's working directory (its first
+/// root). Confined before the file is touched, with the gate's check, so
+/// that the answer for a file outside the roots is the same whether it
+/// exists or not.
 fn resolve(tool: &OneShot, file: &str) -> ToolResult<PathBuf> {
-    let path = Path::new(file);
-    let path = if path.is_absolute() {
-        path.to_path_buf()
-    } else {
-        tool.root().join(path)
-    };
-    path.canonicalize()
-        .map_err(|e| format!("cannot open {}: {e}", path.display()))
+    match tool.confine(Path::new(file)) {
+        Ok(path) => Ok(path),
+        Err(ConfineError::OutsideRoots { .. }) => Err(outside_roots(file)),
+        Err(e) => Err(format!("{file} cannot be used: {e} ({})", e.reason())),
+    }
+}
+
+fn outside_roots(file: &str) -> String {
+    format!(
+        "{file} is outside the session's roots (uri_outside_roots): acp-lsp reads and sends \
+         language servers only files inside them"
+    )
+}
+
+/// A resolved file's text: confined again at the moment of the read, a
+/// regular file under the document size limit, read off the runtime threads.
+async fn read_text(tool: &OneShot, path: &Path, file: &str) -> ToolResult<String> {
+    tool.read_text(path).await.map_err(|e| match e {
+        ReadError::OutsideRoots => outside_roots(file),
+        e => format!("cannot read {file}: {e} ({})", e.reason()),
+    })
+}
+
+/// Every URI a result names (`uri`, `targetUri` members at any depth).
+fn collect_uris(value: &Value, out: &mut Vec<String>) {
+    match value {
+        Value::Object(map) => {
+            for (key, value) in map {
+                match value {
+                    Value::String(uri) if key == "uri" || key == "targetUri" => {
+                        out.push(uri.clone());
+                    }
+                    _ => collect_uris(value, out),
+                }
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|item| collect_uris(item, out)),
+        _ => {}
+    }
 }
 
 fn file_uri(path: &Path) -> ToolResult<String> {
@@ -956,11 +1003,14 @@ impl Point {
     }
 }
 
-/// Files read to turn LSP positions back into 1-based columns, each once.
+/// Files read to turn LSP positions back into 1-based columns, each once,
+/// confined to the session, off the runtime threads ([`Files::load`]).
 struct Files<'a> {
     tool: &'a OneShot,
     texts: HashMap<PathBuf, Option<(String, LineIndex)>>,
     encoding: PositionEncoding,
+    /// Bytes read so far.
+    loaded: u64,
 }
 
 impl<'a> Files<'a> {
@@ -970,6 +1020,53 @@ impl<'a> Files<'a> {
             tool,
             texts: HashMap::new(),
             encoding,
+            loaded: 0,
+        }
+    }
+
+    /// Reads the files `value` names (see [`collect_uris`]) and `more`,
+    /// those not read yet: regular files inside the session, at most
+    /// [`MAX_DOCUMENT_BYTES`] each and [`MAX_LOADED_BYTES`] in all; the
+    /// others are shown without their line's text.
+    async fn load(&mut self, value: &Value, more: &[String]) {
+        let mut uris = Vec::new();
+        collect_uris(value, &mut uris);
+        uris.extend(more.iter().cloned());
+        let mut paths: Vec<PathBuf> = uris
+            .iter()
+            .filter_map(|uri| url::Url::parse(uri).ok()?.to_file_path().ok())
+            .filter(|path| !self.texts.contains_key(path))
+            .collect();
+        paths.sort();
+        paths.dedup();
+        if paths.is_empty() {
+            return;
+        }
+        let Some(confinement) = self.tool.confinement() else {
+            return;
+        };
+        let mut budget = MAX_LOADED_BYTES.saturating_sub(self.loaded);
+        let read = tokio::task::spawn_blocking(move || {
+            let allowed = |real: &Path| confinement.contains(real);
+            let mut read = Vec::with_capacity(paths.len());
+            for path in paths {
+                let text = read_confined_blocking(&path, &allowed, MAX_DOCUMENT_BYTES.min(budget))
+                    .ok()
+                    .map(|r| r.text);
+                budget -= text.as_ref().map_or(0, |t| t.len() as u64);
+                read.push((path, text));
+            }
+            read
+        })
+        .await
+        .unwrap_or_default();
+        for (path, text) in read {
+            self.loaded += text.as_ref().map_or(0, |t| t.len() as u64);
+            let entry = text.map(|text| {
+                let index = LineIndex::new(&text);
+                (text, index)
+            });
+            self.texts.insert(path, entry);
         }
     }
 
@@ -1008,13 +1105,7 @@ impl<'a> Files<'a> {
                 text: String::new(),
             };
         };
-        let entry = self.texts.entry(path.clone()).or_insert_with(|| {
-            std::fs::read_to_string(&path).ok().map(|text| {
-                let index = LineIndex::new(&text);
-                (text, index)
-            })
-        });
-        let (column, text) = match entry {
+        let (column, text) = match self.texts.get(&path).and_then(Option::as_ref) {
             Some((text, index)) => {
                 let start = index
                     .offset(text, line, 0, PositionEncoding::Utf8)
@@ -1041,7 +1132,7 @@ impl<'a> Files<'a> {
 }
 
 /// Location | Location[] | LocationLink[] | null as `file:line:col: text` lines.
-fn render_locations(
+async fn render_locations(
     tool: &OneShot,
     encoding: PositionEncoding,
     result: &Value,
@@ -1053,6 +1144,7 @@ fn render_locations(
         single => vec![single],
     };
     let mut files = Files::new(tool, encoding);
+    files.load(result, &[]).await;
     let mut lines = Vec::new();
     let mut structured = Vec::new();
     for item in items {

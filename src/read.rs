@@ -1,0 +1,230 @@
+//! Reading a file on behalf of a language server or an MCP tool: confined to
+//! the session roots at the moment of the read, regular files only, under a
+//! size cap, and never waiting on a FIFO or a device.
+//!
+//! Checking a path and then opening it leaves a window: a directory swapped
+//! for a symlink in between makes the open land outside the roots. So the
+//! file is opened first and the check is made on what was opened: the real
+//! path of the open descriptor (`/proc/self/fd/N`, or where there is no
+//! `/proc`, the canonical path whose device and inode must be those of the
+//! descriptor). The open is non-blocking (a FIFO with no writer would block
+//! it forever), and the descriptor's own `fstat` decides whether it is a
+//! regular file before a byte is read.
+//!
+//! Not `O_NOFOLLOW` or `openat2(RESOLVE_BENEATH)`: a symlink inside a root to
+//! a file inside a root is a legitimate document, and the check of where the
+//! descriptor landed refuses every way out (a link in any component, `..`
+//! after a link, a swap between a check and the open) with one rule, the
+//! gate's confinement.
+
+use crate::lsp::documents::Stamp;
+use std::fs::File;
+use std::io::{self, Read};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+/// Why a file was not read. The reason strings go to agents (`skipped` in
+/// `_meta.documents`); [`ReadError::OutsideRoots`] is said the same way
+/// whether or not the file exists.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("it is outside the session roots")]
+    OutsideRoots,
+    #[error("it does not exist")]
+    NotFound,
+    #[error("it is not a regular file")]
+    NotAFile,
+    #[error("it is larger than {limit} bytes")]
+    TooLarge { limit: u64 },
+    #[error("it cannot be read: {0}")]
+    Unreadable(io::Error),
+}
+
+impl ReadError {
+    /// The machine-readable reason (`_meta.documents[].skipped`).
+    pub fn reason(&self) -> &'static str {
+        match self {
+            ReadError::OutsideRoots => "outside_roots",
+            ReadError::NotFound => "not_found",
+            ReadError::NotAFile => "not_a_file",
+            ReadError::TooLarge { .. } => "too_large",
+            ReadError::Unreadable(_) => "unreadable",
+        }
+    }
+}
+
+/// A file's content as read, with the stamp of what was read.
+#[derive(Debug)]
+pub struct ReadText {
+    /// The content, invalid UTF-8 replaced.
+    pub text: String,
+    pub stamp: Stamp,
+    /// Where the opened file really is.
+    pub real_path: PathBuf,
+}
+
+/// Reads `path` if what it opens is a regular file of at most `limit` bytes
+/// whose real path `allowed` accepts. Blocking (bounded: no FIFO waits, at
+/// most `limit` bytes): call it from [`read_confined`] or a blocking thread.
+pub fn read_confined_blocking(
+    path: &Path,
+    allowed: &dyn Fn(&Path) -> bool,
+    limit: u64,
+) -> Result<ReadText, ReadError> {
+    // Not even opened when it is plainly not a regular file: opening a FIFO
+    // or a device can have effects of its own. (The check that counts is the
+    // one on the opened descriptor below; this one can be raced.)
+    if let Ok(metadata) = std::fs::metadata(path) {
+        if !metadata.is_file() {
+            let inside = path.canonicalize().is_ok_and(|real| allowed(&real));
+            return Err(if inside {
+                ReadError::NotAFile
+            } else {
+                ReadError::OutsideRoots
+            });
+        }
+    }
+    let file = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
+        .open(path)
+    {
+        Ok(file) => file,
+        Err(e) => return Err(open_failed(path, allowed, e)),
+    };
+    let real_path = real_path_of(&file, path).ok_or(ReadError::OutsideRoots)?;
+    if !allowed(&real_path) {
+        return Err(ReadError::OutsideRoots);
+    }
+    let metadata = file.metadata().map_err(ReadError::Unreadable)?;
+    if !metadata.is_file() {
+        return Err(ReadError::NotAFile);
+    }
+    if metadata.len() > limit {
+        return Err(ReadError::TooLarge { limit });
+    }
+    let mut bytes = Vec::with_capacity(metadata.len() as usize);
+    // The file may grow between the fstat and the read: never past the cap.
+    (&file)
+        .take(limit + 1)
+        .read_to_end(&mut bytes)
+        .map_err(ReadError::Unreadable)?;
+    if bytes.len() as u64 > limit {
+        return Err(ReadError::TooLarge { limit });
+    }
+    Ok(ReadText {
+        text: String::from_utf8(bytes)
+            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
+        stamp: Stamp {
+            size: metadata.len(),
+            modified: metadata.modified().ok(),
+        },
+        real_path,
+    })
+}
+
+/// [`read_confined_blocking`] on the blocking pool, so that no runtime thread
+/// waits on the disk.
+pub async fn read_confined(
+    path: PathBuf,
+    allowed: impl Fn(&Path) -> bool + Send + 'static,
+    limit: u64,
+) -> Result<ReadText, ReadError> {
+    tokio::task::spawn_blocking(move || read_confined_blocking(&path, &allowed, limit))
+        .await
+        .unwrap_or_else(|e| Err(ReadError::Unreadable(io::Error::other(e))))
+}
+
+/// A failed open: outside the roots when the directory it would be in is
+/// (a swapped directory), so that the answer does not say whether an
+/// outside file exists; else what the error says.
+fn open_failed(path: &Path, allowed: &dyn Fn(&Path) -> bool, error: io::Error) -> ReadError {
+    let parent_outside = path
+        .parent()
+        .and_then(|parent| parent.canonicalize().ok())
+        .is_some_and(|parent| !allowed(&parent.join(path.file_name().unwrap_or_default())));
+    if parent_outside {
+        return ReadError::OutsideRoots;
+    }
+    match error.kind() {
+        io::ErrorKind::NotFound | io::ErrorKind::NotADirectory => ReadError::NotFound,
+        _ => ReadError::Unreadable(error),
+    }
+}
+
+/// Where the open descriptor's file really is. `None` when that cannot be
+/// established (the read is then refused).
+fn real_path_of(file: &File, opened: &Path) -> Option<PathBuf> {
+    use std::os::fd::AsRawFd;
+    if let Ok(real) = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())) {
+        return Some(real);
+    }
+    // No /proc: the canonical path counts only if it names the same inode.
+    let canonical = opened.canonicalize().ok()?;
+    let (held, named) = (file.metadata().ok()?, std::fs::metadata(&canonical).ok()?);
+    (held.dev() == named.dev() && held.ino() == named.ino()).then_some(canonical)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inside(root: &Path) -> impl Fn(&Path) -> bool + '_ {
+        move |p: &Path| p.starts_with(root)
+    }
+
+    #[test]
+    fn reads_regular_files_inside_and_refuses_the_rest() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().canonicalize().unwrap();
+        let root = base.join("root");
+        let outside = base.join("outside");
+        std::fs::create_dir_all(root.join("src")).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(root.join("src/a.rs"), "fn a() {}\n").unwrap();
+        std::fs::write(outside.join("a.rs"), "SECRET\n").unwrap();
+        let allowed = inside(&root);
+
+        let read = read_confined_blocking(&root.join("src/a.rs"), &allowed, 100).unwrap();
+        assert_eq!(read.text, "fn a() {}\n");
+        assert_eq!(read.stamp.size, 10);
+        assert!(matches!(
+            read_confined_blocking(&root.join("src/a.rs"), &allowed, 5),
+            Err(ReadError::TooLarge { limit: 5 })
+        ));
+        assert!(matches!(
+            read_confined_blocking(&root.join("src/none.rs"), &allowed, 100),
+            Err(ReadError::NotFound)
+        ));
+        assert!(matches!(
+            read_confined_blocking(&root.join("src"), &allowed, 100),
+            Err(ReadError::NotAFile)
+        ));
+
+        // The directory swapped for a link to the outside: the same path now
+        // opens the outside file, which is refused, existing or not.
+        std::fs::remove_dir_all(root.join("src")).unwrap();
+        std::os::unix::fs::symlink(&outside, root.join("src")).unwrap();
+        for name in ["a.rs", "missing.rs"] {
+            let refused = read_confined_blocking(&root.join("src").join(name), &allowed, 100);
+            assert!(
+                matches!(refused, Err(ReadError::OutsideRoots)),
+                "{refused:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_fifo_is_refused_without_waiting_for_a_writer() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let fifo = root.join("pipe.rs");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let refused = read_confined_blocking(&fifo, &inside(&root), 100);
+        assert!(matches!(refused, Err(ReadError::NotAFile)), "{refused:?}");
+    }
+}
