@@ -573,10 +573,7 @@ async fn errors_are_said_once_with_no_backtrace_and_usage_exits_2() {
         .await;
     assert_failure(&output, "rename src/nope.c:1:1", &[]);
     let err = assert_one_error_line(&output, "rename src/nope.c:1:1");
-    assert_eq!(
-        err,
-        "error: cannot read src/nope.c: No such file or directory (os error 2)\n"
-    );
+    assert_eq!(err, "error: cannot read src/nope.c: it does not exist\n");
     assert_eq!(code(&output), 2);
 
     let output = project
