@@ -19,6 +19,7 @@
 //! the leader and the orphan guardian of [`crate::lsp::process`] `SIGKILL`s
 //! the group.
 
+use crate::lsp::process::send_group_signal;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
@@ -362,17 +363,6 @@ pub async fn supervise<R>(
         stop,
         relay_end,
         status,
-    }
-}
-
-fn send_group_signal(pgid: libc::pid_t, signal: libc::c_int) {
-    // SAFETY: killpg only sends a signal; it has no memory-safety preconditions.
-    let rc = unsafe { libc::killpg(pgid, signal) };
-    if rc != 0 {
-        let error = io::Error::last_os_error();
-        if error.raw_os_error() != Some(libc::ESRCH) {
-            tracing::debug!(pgid, signal, %error, "killpg failed");
-        }
     }
 }
 

@@ -814,7 +814,8 @@ pub fn resident_memory_of(pid: u32) -> Option<u64> {
     }
 }
 
-fn send_group_signal(pgid: libc::pid_t, signal: libc::c_int) {
+/// Signals a process group; a group already gone is not an error.
+pub(crate) fn send_group_signal(pgid: libc::pid_t, signal: libc::c_int) {
     // SAFETY: killpg only sends a signal; it has no memory-safety preconditions.
     let rc = unsafe { libc::killpg(pgid, signal) };
     if rc != 0 {
