@@ -61,12 +61,18 @@ pub fn check(
         }
     }
 
+    // Every request is checked even after a failure, so that the checklist
+    // gives a verdict on every requirement; the scenario fails with the first.
+    let mut first_failure: Option<Failure> = None;
+    let mut failed = |failure: Failure| {
+        first_failure.get_or_insert(failure);
+    };
     if let Some((number, recorded_init)) = initialize {
         let live = session
             .agent_initialize
             .as_deref()
             .and_then(|t| serde_json::from_str::<Value>(t).ok())
-            .ok_or_else(|| Failure::new(Some(number), "the agent never received initialize"))?;
+            .unwrap_or(Value::Null);
         // Where the capability goes follows the version the agent was sent
         // (an editor host may speak another version than the recording).
         let version = live["params"]["protocolVersion"]
@@ -78,17 +84,18 @@ pub fn check(
         } else {
             (&live["params"]["clientCapabilities"], "clientCapabilities")
         };
-        if !caps["lsp"].is_object() {
+        if caps["lsp"].is_object() {
+            verdicts.pass(
+                "capability",
+                format!("{place}.lsp in protocol version {version}"),
+            );
+            checked += 1;
+        } else {
             let message =
                 format!("initialize reached the agent without {place}.lsp (RFD: capability)");
             verdicts.fail("capability", &message);
-            return Err(Failure::new(Some(number), message));
+            failed(Failure::new(Some(number), message));
         }
-        verdicts.pass(
-            "capability",
-            format!("{place}.lsp in protocol version {version}"),
-        );
-        checked += 1;
     }
 
     let mut server_ids: HashMap<(String, String), (String, usize)> = HashMap::new();
@@ -96,128 +103,138 @@ pub fn check(
         let Some((number, want)) = recorded.get(id) else {
             continue;
         };
-        let asked = sent.get(id).unwrap_or(&Value::Null);
-        let lsp_method = asked["params"]["method"].as_str().unwrap_or_default();
-        let fail = |m: String| Failure::new(Some(*number), format!("request {id} ({method}): {m}"));
-        let answers: Vec<Value> = session
-            .agent_answers
-            .iter()
-            .filter(|(i, _)| i == id)
-            .filter_map(|(_, t)| serde_json::from_str(t).ok())
-            .collect();
-        if answers.len() != 1 {
-            return Err(fail(format!(
-                "{} responses, exactly one is required",
-                answers.len()
-            )));
-        }
-        let got = &answers[0];
-        let cancelled = session.cancelled.contains(id);
-        if let Some(error) = want.get("error") {
-            let Some(live_error) = got.get("error") else {
+        let mut one = || -> Result<(), Failure> {
+            let asked = sent.get(id).unwrap_or(&Value::Null);
+            let lsp_method = asked["params"]["method"].as_str().unwrap_or_default();
+            let fail =
+                |m: String| Failure::new(Some(*number), format!("request {id} ({method}): {m}"));
+            let answers: Vec<Value> = session
+                .agent_answers
+                .iter()
+                .filter(|(i, _)| i == id)
+                .filter_map(|(_, t)| serde_json::from_str(t).ok())
+                .collect();
+            if answers.len() != 1 {
+                return Err(fail(format!(
+                    "{} responses, exactly one is required",
+                    answers.len()
+                )));
+            }
+            let got = &answers[0];
+            let cancelled = session.cancelled.contains(id);
+            if let Some(error) = want.get("error") {
+                let Some(live_error) = got.get("error") else {
+                    if cancelled {
+                        verdicts.pass("cancellation", format!("request {id} answered once"));
+                        checked += 1;
+                        return Ok(());
+                    }
+                    let message = format!(
+                        "expected error {} ({}), got a result",
+                        error["code"], error["data"]["reason"]
+                    );
+                    if let Some(requirement) = error_requirement(method, asked, error) {
+                        verdicts.fail(requirement, format!("request {id}: {message}"));
+                    }
+                    return Err(fail(message).with_diff(want, got));
+                };
+                if cancelled && live_error["code"] == -32800 {
+                    verdicts.pass("cancellation", format!("request {id}: -32800"));
+                }
+                let requirement = error_requirement(method, asked, error);
+                if live_error["code"] != error["code"]
+                    || live_error["data"]["reason"] != error["data"]["reason"]
+                {
+                    let message = format!(
+                        "expected error {} with data.reason {}, got {} with {}",
+                        error["code"],
+                        error["data"]["reason"],
+                        live_error["code"],
+                        live_error["data"]["reason"]
+                    );
+                    if let Some(requirement) = requirement {
+                        verdicts.fail(requirement, format!("request {id}: {message}"));
+                    }
+                    return Err(fail(message).with_diff(want, got));
+                }
+                if let Some(requirement) = requirement {
+                    verdicts.pass(
+                        requirement,
+                        format!(
+                            "request {id}: {} {}",
+                            live_error["code"], live_error["data"]["reason"]
+                        ),
+                    );
+                }
+                check_error_data(id, lsp_method, error, live_error, verdicts)
+                    .map_err(|m| fail(m).with_diff(want, got))?;
+            } else {
+                let Some(result) = got.get("result") else {
+                    if cancelled && got["error"]["code"] == -32800 {
+                        verdicts.pass("cancellation", format!("request {id}: -32800"));
+                        checked += 1;
+                        return Ok(());
+                    }
+                    return Err(fail("expected a result, got an error".into()).with_diff(want, got));
+                };
                 if cancelled {
                     verdicts.pass("cancellation", format!("request {id} answered once"));
-                    checked += 1;
-                    continue;
                 }
-                return Err(fail(format!(
-                    "expected error {} ({}), got a result",
-                    error["code"], error["data"]["reason"]
-                ))
-                .with_diff(want, got));
-            };
-            if cancelled && live_error["code"] == -32800 {
-                verdicts.pass("cancellation", format!("request {id}: -32800"));
-            }
-            let requirement = error_requirement(method, asked, error);
-            if live_error["code"] != error["code"]
-                || live_error["data"]["reason"] != error["data"]["reason"]
-            {
-                let message = format!(
-                    "expected error {} with data.reason {}, got {} with {}",
-                    error["code"],
-                    error["data"]["reason"],
-                    live_error["code"],
-                    live_error["data"]["reason"]
-                );
-                if let Some(requirement) = requirement {
-                    verdicts.fail(requirement, format!("request {id}: {message}"));
-                }
-                return Err(fail(message).with_diff(want, got));
-            }
-            if let Some(requirement) = requirement {
-                verdicts.pass(
-                    requirement,
-                    format!(
-                        "request {id}: {} {}",
-                        live_error["code"], live_error["data"]["reason"]
-                    ),
-                );
-            }
-            check_error_data(id, lsp_method, error, live_error, verdicts)
-                .map_err(|m| fail(m).with_diff(want, got))?;
-        } else {
-            let Some(result) = got.get("result") else {
-                if cancelled && got["error"]["code"] == -32800 {
-                    verdicts.pass("cancellation", format!("request {id}: -32800"));
-                    checked += 1;
-                    continue;
-                }
-                return Err(fail("expected a result, got an error".into()).with_diff(want, got));
-            };
-            if cancelled {
-                verdicts.pass("cancellation", format!("request {id} answered once"));
-            }
-            if method.ends_with("lsp/servers") {
-                check_servers(result, &session.root, verdicts)
-                    .map_err(|m| fail(m).with_diff(want, got))?;
-                for s in result["servers"].as_array().into_iter().flatten() {
-                    let key = (
-                        s["name"].as_str().unwrap_or_default().to_string(),
-                        s["workspacePath"].as_str().unwrap_or_default().to_string(),
-                    );
-                    let server_id = s["serverId"].as_str().unwrap_or_default().to_string();
-                    let entry = server_ids.entry(key).or_insert((server_id.clone(), 0));
-                    entry.1 += 1;
-                    if entry.0 != server_id {
-                        let message = format!(
-                            "{} at {} was listed as {} and then as {server_id}",
-                            s["name"], s["workspacePath"], entry.0
+                if method.ends_with("lsp/servers") {
+                    check_servers(result, &session.root, verdicts)
+                        .map_err(|m| fail(m).with_diff(want, got))?;
+                    for s in result["servers"].as_array().into_iter().flatten() {
+                        let key = (
+                            s["name"].as_str().unwrap_or_default().to_string(),
+                            s["workspacePath"].as_str().unwrap_or_default().to_string(),
                         );
-                        verdicts.fail("server-id-stable", &message);
-                        return Err(fail(message).with_diff(want, got));
+                        let server_id = s["serverId"].as_str().unwrap_or_default().to_string();
+                        let entry = server_ids.entry(key).or_insert((server_id.clone(), 0));
+                        entry.1 += 1;
+                        if entry.0 != server_id {
+                            let message = format!(
+                                "{} at {} was listed as {} and then as {server_id}",
+                                s["name"], s["workspacePath"], entry.0
+                            );
+                            verdicts.fail("server-id-stable", &message);
+                            return Err(fail(message).with_diff(want, got));
+                        }
+                    }
+                } else if method.ends_with("lsp/request") {
+                    check_request(&want["result"], result).map_err(|m| {
+                        if lsp_method.starts_with("textDocument/") {
+                            verdicts.fail("open-for-request", format!("request {id}: {m}"));
+                        }
+                        fail(m).with_diff(want, got)
+                    })?;
+                    if lsp_method.starts_with("textDocument/")
+                        && !is_empty(&want["result"]["lspResult"])
+                    {
+                        verdicts.pass(
+                            "open-for-request",
+                            format!("request {id}: {lsp_method} answered"),
+                        );
                     }
                 }
-            } else if method.ends_with("lsp/request") {
-                check_request(&want["result"], result).map_err(|m| {
-                    if lsp_method.starts_with("textDocument/") {
-                        verdicts.fail("open-for-request", format!("request {id}: {m}"));
-                    }
-                    fail(m).with_diff(want, got)
-                })?;
-                if lsp_method.starts_with("textDocument/")
-                    && !is_empty(&want["result"]["lspResult"])
-                {
-                    verdicts.pass(
-                        "open-for-request",
-                        format!("request {id}: {lsp_method} answered"),
-                    );
+            }
+            for rule in scenario.meta.checks.iter().filter(|c| c.id == *id) {
+                let text = got.to_string();
+                if !text.contains(&rule.contains) {
+                    let message = format!("the answer does not contain {:?}", rule.contains);
+                    verdicts.fail("write-propagation", format!("request {id}: {message}"));
+                    return Err(fail(message).with_diff(want, got));
                 }
+                verdicts.pass(
+                    "write-propagation",
+                    format!("request {id} sees {:?}", rule.contains),
+                );
             }
+            checked += 1;
+            Ok(())
+        };
+        if let Err(failure) = one() {
+            failed(failure);
         }
-        for rule in scenario.meta.checks.iter().filter(|c| c.id == *id) {
-            let text = got.to_string();
-            if !text.contains(&rule.contains) {
-                let message = format!("the answer does not contain {:?}", rule.contains);
-                verdicts.fail("write-propagation", format!("request {id}: {message}"));
-                return Err(fail(message).with_diff(want, got));
-            }
-            verdicts.pass(
-                "write-propagation",
-                format!("request {id} sees {:?}", rule.contains),
-            );
-        }
-        checked += 1;
     }
     for ((name, root), (_, times)) in &server_ids {
         if *times > 1 {
@@ -227,7 +244,10 @@ pub fn check(
             );
         }
     }
-    Ok(checked)
+    match first_failure {
+        Some(failure) => Err(failure),
+        None => Ok(checked),
+    }
 }
 
 /// The requirement an expected error stands for, from what was asked.
