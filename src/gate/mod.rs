@@ -618,7 +618,11 @@ impl<H: LspHost> Gate<H> {
             cancel,
             wait_until_ready: wait,
         };
-        let outcome = match tokio::time::timeout(deadline, self.host.request(call)).await {
+        // What the host logs while it serves the request (document sync, the
+        // request's own line) is inside the session's span.
+        let span = tracing::info_span!("session", session = %session.id());
+        let forwarded = tracing::Instrument::instrument(self.host.request(call), span);
+        let outcome = match tokio::time::timeout(deadline, forwarded).await {
             Ok(reply) => reply,
             Err(_elapsed) => {
                 tracing::warn!(
