@@ -24,6 +24,9 @@ use tokio::time::Instant;
 
 /// How often a killed server is checked for having been reaped.
 const REAP_POLL: std::time::Duration = std::time::Duration::from_millis(5);
+/// Between two `lsp/servers` asked while another implementation's server is
+/// not `running` yet (the RFD's way to wait for a server).
+const RUNNING_POLL_INTERVAL: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// The notification the editor sends through the proxy to mark where a
 /// workspace step happened in the recording (removed from the fixture).
@@ -333,6 +336,9 @@ impl Live {
         }
         self.resolve_servers(raw.get()).await?;
         let text = self.bindings.to_live(raw.get());
+        if side == Side::Agent && !self.acp_lsp_ids && messages.len() == 1 {
+            self.await_running(&text).await?;
+        }
         for m in &messages {
             if let (Some(id), Some(method)) = (id_text(m), m.get("method").and_then(Value::as_str))
             {
@@ -410,6 +416,40 @@ impl Live {
             }
         }
         Ok(by_name)
+    }
+
+    /// `_meta.waitUntilReady` is acp-lsp's extension. Before such an
+    /// `lsp/request` reaches another implementation, the runner does what an
+    /// agent written to the RFD does instead: it asks `lsp/servers` (outside
+    /// the script) until the server is `running`, for at most that long.
+    async fn await_running(&mut self, live_text: &str) -> Result<(), String> {
+        let Ok(message) = serde_json::from_str::<Value>(live_text) else {
+            return Ok(());
+        };
+        let params = &message["params"];
+        let is_request = message["method"]
+            .as_str()
+            .is_some_and(|m| m.ends_with("lsp/request"));
+        let wait = params["_meta"]["waitUntilReady"].as_u64();
+        let (Some(wait), Some(session), Some(server), true) = (
+            wait,
+            params["sessionId"].as_str(),
+            params["serverId"].as_str(),
+            is_request,
+        ) else {
+            return Ok(());
+        };
+        let deadline = Instant::now() + std::time::Duration::from_millis(wait);
+        loop {
+            let servers = self.list_servers(session).await?;
+            let running = servers
+                .iter()
+                .any(|s| s["serverId"] == server && s["state"] == "running");
+            if running || Instant::now() >= deadline {
+                return Ok(());
+            }
+            tokio::time::sleep(RUNNING_POLL_INTERVAL).await;
+        }
     }
 
     /// `lsp/servers` for a session, outside the script.
