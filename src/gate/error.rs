@@ -21,6 +21,8 @@ pub const INVALID_REQUEST: i64 = -32600;
 pub const REQUEST_CANCELLED: i64 = -32800;
 /// LSP: content modified.
 pub const CONTENT_MODIFIED: i64 = -32801;
+/// LSP's ServerCancelled (3.17): the server dropped the request and it may be asked again.
+pub const SERVER_CANCELLED: i64 = -32802;
 
 /// Codes a server may use that mean something else in ACP, and so never reach
 /// the agent as they are: -32000 (ACP: auth required), -32002 (ACP: resource
@@ -218,6 +220,12 @@ impl GateError {
             GateError::Confined(e) => e.reason(),
             GateError::ServerNotRunning { .. } => "server_not_running",
             GateError::ServerExited { .. } => "server_exited",
+            // The server's own ContentModified: the same word as ours.
+            GateError::ServerError { lsp_error }
+                if server_error_code(lsp_error) == Some(CONTENT_MODIFIED) =>
+            {
+                "content_modified"
+            }
             GateError::ServerError { .. } => "server_error",
             GateError::ResponseTooLarge { .. } => "response_too_large",
             GateError::DeadlineExceeded { .. } => "deadline_exceeded",
@@ -232,6 +240,12 @@ impl GateError {
     pub fn retryable(&self) -> bool {
         match self {
             GateError::ServerNotRunning { server, .. } => server.status.will_run(),
+            // ContentModified, ServerCancelled: the server dropped the request
+            // because the workspace moved; asked again, it answers.
+            GateError::ServerError { lsp_error } => matches!(
+                server_error_code(lsp_error),
+                Some(CONTENT_MODIFIED | SERVER_CANCELLED)
+            ),
             GateError::ServerExited { .. }
             | GateError::DeadlineExceeded { .. }
             | GateError::ContentModified
@@ -400,7 +414,9 @@ mod tests {
             ),
             "{text}"
         );
-        assert_eq!(data(&obj)["reason"], "server_error");
+        // The server's own ContentModified reads as ours, and may be retried.
+        assert_eq!(data(&obj)["reason"], "content_modified");
+        assert_eq!(data(&obj)["retryable"], true);
 
         let not_initialized = GateError::ServerError {
             lsp_error: raw(r#"{"code":-32002,"message":"not initialized"}"#),

@@ -47,6 +47,13 @@ pub const DIAGNOSTIC_PULL_TIMEOUT: Duration = Duration::from_secs(30);
 /// Pause before asking again a request the server cancelled because the
 /// workspace changed under it (ContentModified): its re-analysis is under way.
 pub const RETRY_PAUSE: Duration = Duration::from_millis(50);
+/// Retries of a read-only request the server cancelled with ContentModified
+/// (rust-analyzer does so for every request in flight when the workspace
+/// changes; the issue measured 5 of 6 first answers after a disk edit).
+pub const CONTENT_MODIFIED_RETRIES: u32 = 5;
+/// Most time spent retrying one request on ContentModified, and never more
+/// than half the server's request deadline.
+pub const CONTENT_MODIFIED_RETRY_BUDGET: Duration = Duration::from_secs(10);
 /// After `$/cancelRequest`, how long the server's own answer is awaited.
 pub const CANCEL_GRACE: Duration = Duration::from_secs(2);
 /// Pause before each restart, by number of recent crashes.
@@ -780,6 +787,60 @@ impl Server {
             ..
         } = call;
         self.ensure_started();
+        let retried = crate::gate::methods::retried_on_content_modified(&method);
+        // The retries end well inside the gate's deadline, so what still
+        // surfaces is the server's ContentModified, not a deadline error.
+        let retry_until = Instant::now()
+            + CONTENT_MODIFIED_RETRY_BUDGET.min(self.spec.config.request_timeout() / 2);
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let outcome = self
+                .request_once(
+                    &method,
+                    params.as_deref(),
+                    &named,
+                    &cancel,
+                    wait_until_ready,
+                )
+                .await;
+            let modified = match &outcome {
+                Err(GateError::ContentModified) => true,
+                Err(GateError::ServerError { lsp_error }) => content_modified(lsp_error),
+                _ => false,
+            };
+            if !(retried && modified)
+                || attempt > CONTENT_MODIFIED_RETRIES
+                || Instant::now() + RETRY_PAUSE >= retry_until
+                || cancel.is_cancelled()
+            {
+                if retried && modified {
+                    tracing::debug!(
+                        server = %self.spec.config.name,
+                        %method,
+                        attempts = attempt,
+                        "content modified after every retry"
+                    );
+                }
+                return outcome;
+            }
+            // The server is re-analysing; give it a moment, then ask again.
+            tokio::select! {
+                _ = cancel.cancelled() => return Err(GateError::Cancelled),
+                _ = tokio::time::sleep(RETRY_PAUSE) => {}
+            }
+        }
+    }
+
+    /// One attempt of [`Server::request`]: readiness, document sync, send, answer.
+    async fn request_once(
+        self: &Arc<Self>,
+        method: &str,
+        params: Option<&RawValue>,
+        named: &[String],
+        cancel: &CancellationToken,
+        wait_until_ready: Option<Duration>,
+    ) -> Result<HostReply, GateError> {
         // Waiting for readiness and syncing documents can take long; a
         // cancel meanwhile ends the request before it reaches the server.
         // (Dropping the preparation is safe: document decisions are made and
@@ -788,7 +849,7 @@ impl Server {
             let connection = self.await_accepting(wait_until_ready).await?;
             let first_open = self.docs().is_empty();
             let mut skipped = HashMap::new();
-            for uri in &named {
+            for uri in named {
                 if let Some(path) = file_path(uri) {
                     if let Some(reason) = self.sync_document(&connection, uri, &path).await {
                         skipped.insert(uri.clone(), reason);
@@ -815,7 +876,7 @@ impl Server {
             _ = cancel.cancelled() => return Err(GateError::Cancelled),
             prepared = prepare => prepared?,
         };
-        let mut pending = connection.request(&method, params.as_deref());
+        let mut pending = connection.request(method, params);
         let reply = tokio::select! {
             reply = &mut pending => reply,
             _ = cancel.cancelled() => cancelled(&mut pending).await,
@@ -1336,13 +1397,21 @@ pub(crate) fn retryable_error(error: &RawValue) -> bool {
     struct Code {
         code: i64,
     }
-    serde_json::from_str::<Code>(error.get())
-        .is_ok_and(|e| e.code == CONTENT_MODIFIED_CODE || e.code == SERVER_CANCELLED_CODE)
+    serde_json::from_str::<Code>(error.get()).is_ok_and(|e| {
+        e.code == crate::gate::error::CONTENT_MODIFIED
+            || e.code == crate::gate::error::SERVER_CANCELLED
+    })
 }
 
-/// LSP's ContentModified and ServerCancelled error codes.
-const CONTENT_MODIFIED_CODE: i64 = -32801;
-const SERVER_CANCELLED_CODE: i64 = -32802;
+/// Whether a server's error is ContentModified (-32801).
+pub(crate) fn content_modified(error: &RawValue) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Code {
+        code: i64,
+    }
+    serde_json::from_str::<Code>(error.get())
+        .is_ok_and(|e| e.code == crate::gate::error::CONTENT_MODIFIED)
+}
 
 /// Whether the latest publish for `uri` reflects the text the server last got:
 /// it names that version, or (servers that send no version) came after it.
