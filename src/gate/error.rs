@@ -74,8 +74,9 @@ pub enum GateError {
         /// The session's servers, filled in by the gate.
         servers: Vec<ServerSummary>,
     },
-    #[error("server {server_id:?} exited before answering")]
-    ServerExited { server_id: String },
+    /// `server` names it: "rust-analyzer at /path/to/root".
+    #[error("{server} exited before answering")]
+    ServerExited { server_id: String, server: String },
     #[error("{}", server_error_message(lsp_error).unwrap_or_else(|| "the language server answered with an error".into()))]
     ServerError { lsp_error: Box<RawValue> },
     #[error("the server's response of {declared} bytes is over the frame limit")]
@@ -312,7 +313,7 @@ impl GateError {
             GateError::DuplicateKeys { key } => {
                 data.key = Some(key);
             }
-            GateError::ServerExited { server_id } => data.server_id = Some(server_id),
+            GateError::ServerExited { server_id, .. } => data.server_id = Some(server_id),
             GateError::Overloaded { scope, limit } => {
                 data.scope = Some(scope);
                 data.limit = Some(*limit);
@@ -490,8 +491,11 @@ mod tests {
     fn retryable_errors_say_so() {
         let e = GateError::ServerExited {
             server_id: "s".into(),
+            server: "clangd at /p".into(),
         };
-        let data = data(&e.to_error_object(None));
+        let object = e.to_error_object(None);
+        assert_eq!(object.message, "clangd at /p exited before answering");
+        let data = data(&object);
         assert_eq!(data["reason"], "server_exited");
         assert_eq!(data["retryable"], true);
         assert_eq!(data["serverId"], "s");

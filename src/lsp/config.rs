@@ -63,6 +63,7 @@
 //! | `watch_globs` | list of static `didChangeWatchedFiles` globs | `[]` |
 //! | `ready_when_quiescent` | boolean: `ready` only after `experimental/serverStatus` says quiescent | `false` |
 //! | `project_code` | `"run"` or `"off"`: overrides the global [`ProjectCode`] for this server | unset |
+//! | `probe_args` | list of strings: the arguments of `acp-lsp servers`' start check (`lsp::probe`) | `["--version"]` (pyright, basedpyright: `["--stdio"]`) |
 //! | `enabled` | boolean | `true` |
 //!
 //! Over an existing server, a given key replaces the old value, except `settings`,
@@ -263,8 +264,16 @@ pub struct ServerConfig {
     /// Overrides the global [`ProjectCode`] for this server.
     #[serde(default)]
     pub project_code: Option<ProjectCode>,
+    /// Arguments of the start check `acp-lsp servers` runs (`lsp::probe`):
+    /// the binary starts when it exits 0 or answers in LSP framing.
+    #[serde(default = "default_probe_args")]
+    pub probe_args: Vec<String>,
     #[serde(default = "default_true")]
     pub enabled: bool,
+}
+
+fn default_probe_args() -> Vec<String> {
+    vec!["--version".to_string()]
 }
 
 fn empty_object() -> Value {
@@ -316,6 +325,7 @@ impl ServerConfig {
             watch_globs: Vec::new(),
             ready_when_quiescent: false,
             project_code: None,
+            probe_args: default_probe_args(),
             enabled: true,
         }
     }
@@ -623,6 +633,7 @@ struct ServerPatch {
     watch_globs: Option<Vec<String>>,
     ready_when_quiescent: Option<bool>,
     project_code: Option<ProjectCode>,
+    probe_args: Option<Vec<String>>,
     enabled: Option<bool>,
 }
 
@@ -1269,6 +1280,9 @@ fn apply_patch(
     if let Some(code) = patch.project_code {
         server.project_code = Some(code);
     }
+    if let Some(args) = patch.probe_args {
+        server.probe_args = args;
+    }
     if let Some(enabled) = patch.enabled {
         server.enabled = enabled;
     }
@@ -1337,7 +1351,7 @@ fn typescript_beside(program: &Path) -> Option<PathBuf> {
 }
 
 fn python_server(name: &str, command: &str, args: &[&str]) -> ServerConfig {
-    ServerConfig::new(
+    let mut server = ServerConfig::new(
         name,
         command,
         args,
@@ -1350,7 +1364,13 @@ fn python_server(name: &str, command: &str, args: &[&str]) -> ServerConfig {
             "requirements.txt",
             "pyrightconfig.json",
         ],
-    )
+    );
+    // pyright-langserver has no --version (it fails asking for a transport);
+    // with --stdio and its input closed it logs its version in LSP framing.
+    if command.ends_with("pyright-langserver") {
+        server.probe_args = strings(&["--stdio"]);
+    }
+    server
 }
 
 fn with_ids(mut server: ServerConfig, pairs: &[(&str, &str)]) -> ServerConfig {
@@ -1458,14 +1478,18 @@ fn builtin_servers() -> Vec<ServerConfig> {
         python_server("basedpyright", "basedpyright-langserver", &["--stdio"]),
         python_server("pylsp", "pylsp", &[]),
         typescript,
-        ServerConfig::new(
-            "gopls",
-            "gopls",
-            &[],
-            &["go"],
-            &["go"],
-            &["go.work", "go.mod"],
-        ),
+        ServerConfig {
+            // `gopls version` is its version command.
+            probe_args: strings(&["version"]),
+            ..ServerConfig::new(
+                "gopls",
+                "gopls",
+                &[],
+                &["go"],
+                &["go"],
+                &["go.work", "go.mod"],
+            )
+        },
         ServerConfig::new(
             "bash-language-server",
             "bash-language-server",

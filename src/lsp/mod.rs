@@ -5,6 +5,7 @@ pub mod connection;
 pub mod detect;
 pub mod documents;
 pub mod handshake;
+pub mod probe;
 pub mod process;
 pub mod ratelimit;
 pub mod registry;

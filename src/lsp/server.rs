@@ -768,12 +768,7 @@ impl Server {
         if status.wire() != State::Running {
             return Err(self.not_running(&status, (!wait.is_zero()).then_some(wait)));
         }
-        self.live()
-            .connection
-            .clone()
-            .ok_or(GateError::ServerExited {
-                server_id: self.spec.server_id.clone(),
-            })
+        self.live().connection.clone().ok_or_else(|| self.exited())
     }
 
     /// Forwards one request, syncing the documents it names first.
@@ -881,7 +876,6 @@ impl Server {
             reply = &mut pending => reply,
             _ = cancel.cancelled() => cancelled(&mut pending).await,
         };
-        let id = self.spec.server_id.clone();
         match reply {
             // The answer is about text that no longer exists.
             Reply::Result(_) if self.changed_since(&documents) => Err(GateError::ContentModified),
@@ -895,7 +889,15 @@ impl Server {
             Reply::Error(lsp_error) => Err(GateError::ServerError { lsp_error }),
             Reply::TooLarge { declared } => Err(GateError::ResponseTooLarge { declared }),
             Reply::Closed if cancel.is_cancelled() => Err(GateError::Cancelled),
-            Reply::Closed => Err(GateError::ServerExited { server_id: id }),
+            Reply::Closed => Err(self.exited()),
+        }
+    }
+
+    /// The server exited before answering; named by name and root.
+    fn exited(&self) -> GateError {
+        GateError::ServerExited {
+            server_id: self.spec.server_id.clone(),
+            server: format!("{} at {}", self.spec.config.name, self.spec.root.display()),
         }
     }
 
@@ -1257,11 +1259,7 @@ impl Server {
                 Reply::TooLarge { declared } => {
                     return Err(GateError::ResponseTooLarge { declared })
                 }
-                Reply::Closed => {
-                    return Err(GateError::ServerExited {
-                        server_id: self.spec.server_id.clone(),
-                    })
-                }
+                Reply::Closed => return Err(self.exited()),
             }
             if tokio::time::Instant::now() + RETRY_PAUSE >= deadline {
                 return Ok(self.empty_entry(uri, timed_out));
@@ -1356,6 +1354,15 @@ fn with_stderr(message: String, tail: &str) -> String {
     let tail = tail.trim();
     if tail.is_empty() {
         return message;
+    }
+    // rustup's stub on PATH without the component: say so, and the fix,
+    // on the first line (the one error messages show).
+    if let Some(component) = super::probe::rustup_stub(tail) {
+        return format!(
+            "{message}: rustup's stub, the {component} component is not installed \
+             (run `rustup component add {component}`); stderr: {}",
+            tail.lines().next().unwrap_or_default()
+        );
     }
     let start = tail.char_indices().rev().nth(1999).map_or(0, |(i, _)| i);
     format!("{message}; stderr: {}", &tail[start..])
