@@ -962,3 +962,72 @@ async fn servers_reports_a_rustup_stub_and_its_fix() {
         ],
     );
 }
+
+/// A definition in the Rust standard library can be followed: the
+/// toolchain's sources are a discovered read-only root, so a hover on the
+/// definition `textDocument/definition` gave is answered (it was refused as
+/// outside the session roots), and `servers` lists the root.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_definition_in_the_standard_library_can_be_hovered() {
+    let project = Project::rust();
+    let root = project.root.display().to_string();
+    // `String` in `pub fn greeting(name: &str) -> String {` (src/greet.rs).
+    let line = project
+        .read("src/greet.rs")
+        .lines()
+        .position(|l| l.contains("-> String"))
+        .expect("greet.rs returns a String");
+    let character = project
+        .read("src/greet.rs")
+        .lines()
+        .nth(line)
+        .unwrap_or_default()
+        .find("String")
+        .unwrap_or_default();
+    let output = project
+        .request(
+            "textDocument/definition",
+            &json!({
+                "textDocument": {"uri": project.uri("src/greet.rs")},
+                "position": {"line": line, "character": character + 1}
+            }),
+        )
+        .await;
+    assert_success(&output, "definition of String");
+    let found: Value = serde_json::from_slice(&output.stdout).expect("JSON on stdout");
+    let target = &found[0];
+    let uri = target["targetUri"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{found}"));
+    assert!(
+        uri.contains("/lib/rustlib/src/rust/library/alloc/src/string.rs"),
+        "String is defined in the standard library's sources (`rustup component add rust-src`): {found}"
+    );
+    let output = project
+        .request(
+            "textDocument/hover",
+            &json!({
+                "textDocument": {"uri": uri},
+                "position": target["targetSelectionRange"]["start"]
+            }),
+        )
+        .await;
+    assert_success(&output, "hover inside the standard library");
+    let hover: Value = serde_json::from_slice(&output.stdout).expect("JSON on stdout");
+    assert!(
+        hover["contents"]["value"]
+            .as_str()
+            .is_some_and(|v| v.contains("pub struct String")),
+        "{hover}"
+    );
+
+    let output = project.run(&["servers", &root], None).await;
+    assert_success(&output, "acp-lsp servers");
+    let text = stdout(&output);
+    assert!(
+        text.lines().any(|l| l.trim_start().starts_with('/')
+            && l.contains("/lib/rustlib/src/rust")
+            && l.contains("Rust standard library sources")),
+        "{text}"
+    );
+}

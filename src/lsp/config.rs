@@ -36,7 +36,8 @@
 //! root_markers = ["pyproject.toml", "ruff.toml"]
 //! ```
 //!
-//! Top-level keys: `read_only_roots`, `allowed_uri_schemes`, `skip_dirs`, `idle_grace_ms`,
+//! Top-level keys: `read_only_roots`, `discover_read_only_roots` (default `true`: add the
+//! toolchain's source roots, see `lsp::toolchain`), `allowed_uri_schemes`, `skip_dirs`, `idle_grace_ms`,
 //! `trusted_projects`, `project_code` (`"run"` or `"off"`, see [`ProjectCode`]),
 //! `max_requests_per_session`, `max_requests_total` (the gate's quotas), `mcp_http`
 //! (a table: `max_body_bytes`, `max_concurrent`, `read_timeout_ms`), `servers`.
@@ -428,6 +429,11 @@ pub struct Config {
     /// here; [`Config::enabled_servers`] leaves them out.
     pub servers: Vec<ServerConfig>,
     pub read_only_roots: Vec<PathBuf>,
+    /// Whether [`Config::discover_read_only_roots`] adds the toolchain's
+    /// roots (`lsp::toolchain`); the file key `discover_read_only_roots`.
+    pub discover_read_only_roots: bool,
+    /// What discovery added to `read_only_roots`, and why (for `acp-lsp servers`).
+    pub discovered_read_only_roots: Vec<crate::lsp::toolchain::DiscoveredRoot>,
     pub allowed_uri_schemes: Vec<String>,
     /// Directory names (any depth) skipped when walking a session root.
     pub skip_dirs: Vec<String>,
@@ -591,6 +597,7 @@ fn normalize(path: &Path) -> PathBuf {
 #[serde(deny_unknown_fields)]
 struct FileConfig {
     read_only_roots: Option<Vec<String>>,
+    discover_read_only_roots: Option<bool>,
     allowed_uri_schemes: Option<Vec<String>>,
     skip_dirs: Option<Vec<String>>,
     idle_grace_ms: Option<u64>,
@@ -649,6 +656,8 @@ impl Config {
         Config {
             servers: builtin_servers(),
             read_only_roots: Vec::new(),
+            discover_read_only_roots: true,
+            discovered_read_only_roots: Vec::new(),
             allowed_uri_schemes: Vec::new(),
             skip_dirs: strings(DEFAULT_SKIP_DIRS),
             idle_grace_ms: DEFAULT_IDLE_GRACE_MS,
@@ -722,6 +731,22 @@ impl Config {
     }
 
     /// Servers with `enabled = true`, in order.
+    /// Adds the read-only roots the toolchains in use point to (the Rust
+    /// sysroot's sources, the cargo registry, the active virtualenv's
+    /// site-packages; `lsp::toolchain`), unless `discover_read_only_roots`
+    /// is off. Runs `rustc --print sysroot` in `cwd`.
+    pub fn discover_read_only_roots(&mut self, cwd: &Path) {
+        if !self.discover_read_only_roots {
+            return;
+        }
+        for root in crate::lsp::toolchain::discover(cwd) {
+            if !self.read_only_roots.contains(&root.path) {
+                self.read_only_roots.push(root.path.clone());
+                self.discovered_read_only_roots.push(root);
+            }
+        }
+    }
+
     /// What the gate takes from the configuration (default limits).
     pub fn gate_config(&self) -> crate::gate::GateConfig {
         crate::gate::GateConfig {
@@ -1001,6 +1026,9 @@ fn merge_text(
     let mut config = base;
     if let Some(roots) = file.read_only_roots {
         config.read_only_roots = roots.iter().map(|r| resolve_path(r, origin)).collect();
+    }
+    if let Some(discover) = file.discover_read_only_roots {
+        config.discover_read_only_roots = discover;
     }
     if let Some(schemes) = file.allowed_uri_schemes {
         for (i, s) in schemes.iter().enumerate() {

@@ -501,6 +501,17 @@ pub fn health_report(dir: &Path, config: &Config) -> String {
             out.push_str(&format!("To fix {name} ({}): {fix}\n", path.display()));
         }
     }
+    if !config.read_only_roots.is_empty() {
+        out.push_str("Read-only roots (requests may name files there; never written):\n");
+        for root in &config.read_only_roots {
+            let why = config
+                .discovered_read_only_roots
+                .iter()
+                .find(|d| d.path == *root)
+                .map_or("configured", |d| d.why.as_str());
+            out.push_str(&format!("  {}  {why}\n", root.display()));
+        }
+    }
     if truncated {
         out.push_str(&format!(
             "Note: the scan stopped after {MAX_ENTRIES} entries; deeper markers were not seen.\n"

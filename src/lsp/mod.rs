@@ -10,4 +10,5 @@ pub mod process;
 pub mod ratelimit;
 pub mod registry;
 pub mod server;
+pub mod toolchain;
 pub mod watchers;

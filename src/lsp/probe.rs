@@ -95,20 +95,55 @@ pub fn probe_all(items: &[(PathBuf, &ServerConfig)]) -> Vec<Probe> {
 
 /// Runs `binary` with the server's `probe_args` and environment once.
 pub fn probe(binary: &Path, server: &ServerConfig) -> Probe {
+    match run_bounded(binary, &server.probe_args, &server.env, None, PROBE_TIMEOUT) {
+        Ok(Ran::Exited {
+            success,
+            code,
+            stdout,
+            stderr,
+        }) => verdict(success, code, &stdout, &stderr),
+        Ok(Ran::TimedOut) => Probe::TimedOut,
+        Err(e) => Probe::CannotRun(e.to_string()),
+    }
+}
+
+/// How a bounded run ended.
+#[derive(Debug)]
+pub enum Ran {
+    Exited {
+        success: bool,
+        code: Option<i32>,
+        stdout: String,
+        stderr: String,
+    },
+    TimedOut,
+}
+
+/// Runs `binary args` once in its own process group, with the allowlisted
+/// environment plus `env`, stdin closed, for at most `timeout`; the group is
+/// killed afterwards either way (this also closes pipes a leftover
+/// descendant would hold open).
+pub fn run_bounded(
+    binary: &Path,
+    args: &[String],
+    env: &std::collections::BTreeMap<String, String>,
+    cwd: Option<&Path>,
+    timeout: Duration,
+) -> std::io::Result<Ran> {
     let mut command = Command::new(binary);
+    if let Some(cwd) = cwd {
+        command.current_dir(cwd);
+    }
     command
-        .args(&server.probe_args)
+        .args(args)
         .env_clear()
         .envs(std::env::vars_os().filter(|(name, _)| is_allowed_env(name)))
-        .envs(&server.env)
+        .envs(env)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     std::os::unix::process::CommandExt::process_group(&mut command, 0);
-    let mut child = match command.spawn() {
-        Ok(child) => child,
-        Err(e) => return Probe::CannotRun(e.to_string()),
-    };
+    let mut child = command.spawn()?;
     let pid = child.id();
     let stdout = child.stdout.take().map(read_capped);
     let stderr = child.stderr.take().map(read_capped);
@@ -116,19 +151,21 @@ pub fn probe(binary: &Path, server: &ServerConfig) -> Probe {
     let waiter = std::thread::spawn(move || {
         let _ = tx.send(child.wait());
     });
-    let status = rx.recv_timeout(PROBE_TIMEOUT);
-    // Whatever it left behind (or the hanging binary itself) goes; this also
-    // closes pipes a leftover descendant would hold open.
+    let status = rx.recv_timeout(timeout);
     kill_group(pid);
     let _ = waiter.join();
     let stdout = stdout.and_then(|h| h.join().ok()).unwrap_or_default();
     let stderr = stderr.and_then(|h| h.join().ok()).unwrap_or_default();
-    let status = match status {
-        Ok(Ok(status)) => status,
-        Ok(Err(e)) => return Probe::CannotRun(e.to_string()),
-        Err(_) => return Probe::TimedOut,
-    };
-    verdict(status.success(), status.code(), &stdout, &stderr)
+    match status {
+        Ok(Ok(status)) => Ok(Ran::Exited {
+            success: status.success(),
+            code: status.code(),
+            stdout,
+            stderr,
+        }),
+        Ok(Err(e)) => Err(e),
+        Err(_) => Ok(Ran::TimedOut),
+    }
 }
 
 /// The verdict from what a run showed (pure, for tests).
