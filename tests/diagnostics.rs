@@ -302,3 +302,35 @@ async fn a_silent_server_times_out_visibly() {
         fake.shut_down().await;
     }
 }
+
+/// typescript-language-server pushes: a type error written to disk in a
+/// project file is waited for and found.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn typescript_error_is_found() {
+    let h = Harness::start_with(
+        "typescript-language-server",
+        "typescript-language-server",
+        "npm i -g typescript-language-server typescript@6",
+        |root| {
+            support::copy_tree(
+                &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/projects/ts-project"),
+                root,
+            );
+        },
+    );
+    let main = h.root.join("src/main.ts");
+    let mut text = std::fs::read_to_string(&main).expect("read main.ts");
+    text.push_str("\nexport const broken: number = \"not a number\";\n");
+    std::fs::write(&main, text).expect("write main.ts");
+    let entries = h.entries_for("src/main.ts").await;
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    let entry = &entries[0];
+    assert_eq!(entry["mode"], "push", "{entry}");
+    assert_eq!(entry["fresh"], true, "{entry}");
+    assert_eq!(entry["timedOut"], false, "{entry}");
+    assert!(
+        errors(entry).iter().any(|m| m.contains("not assignable")),
+        "{entry}"
+    );
+    h.registry.shutdown().await;
+}
