@@ -387,6 +387,18 @@ impl Server {
                 crashes.pop_front();
             }
             tracing::warn!(server = %self.spec.config.name, root = %self.spec.root.display(), %error, "language server stopped unexpectedly");
+            // rustup's stub without the component fails the same way until
+            // someone runs `rustup component add`: restarting only delays
+            // the answer that says so.
+            if super::probe::rustup_stub(&error).is_some() {
+                tracing::error!(
+                    server = %self.spec.config.name,
+                    %error,
+                    "server failed; not restarting: the component is not installed"
+                );
+                self.set_status(ServerState::Failed, Some(error));
+                return;
+            }
             if crashes.len() >= MAX_CRASHES {
                 tracing::error!(
                     server = %self.spec.config.name,
