@@ -454,6 +454,12 @@ async fn a_rustup_stub_fails_at_once_with_the_fix() {
             && message.contains("run `rustup component add rust-analyzer`"),
         "{response}"
     );
+    // Waiting for a failed server ends at once, and says how long it waited
+    // (not the whole wait it was given).
+    const WAIT_MS: u64 = 60_000;
+    let response = fake.request(Some(WAIT_MS)).await;
+    let waited = error_of(&response)["data"]["waitedMs"].as_u64();
+    assert!(waited.is_some_and(|ms| ms < WAIT_MS), "{response}");
     fake.finish().await;
 }
 

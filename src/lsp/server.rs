@@ -769,6 +769,7 @@ impl Server {
         wait: Duration,
         until: impl Fn(&Status) -> bool,
     ) -> Result<Arc<Connection>, GateError> {
+        let started = tokio::time::Instant::now();
         if !wait.is_zero() {
             let mut rx = self.status.subscribe();
             let settled = |s: &Status| {
@@ -778,7 +779,9 @@ impl Server {
         }
         let status = self.status();
         if status.wire() != State::Running {
-            return Err(self.not_running(&status, (!wait.is_zero()).then_some(wait)));
+            // How long it really waited: a server that failed early ends the wait.
+            let waited = (!wait.is_zero()).then(|| started.elapsed().min(wait));
+            return Err(self.not_running(&status, waited));
         }
         self.live().connection.clone().ok_or_else(|| self.exited())
     }
