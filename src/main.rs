@@ -267,7 +267,13 @@ fn load_config(explicit: Option<&Path>) -> anyhow::Result<Config> {
         ))
         .into());
     }
-    Ok(Config::load(explicit)?)
+    let mut config = Config::load(explicit)?;
+    // Definitions in the toolchain's sources (std, registry crates,
+    // site-packages) can then be followed.
+    if let Ok(cwd) = std::env::current_dir() {
+        config.discover_read_only_roots(&cwd);
+    }
+    Ok(config)
 }
 
 /// Exit code 2: the command was called wrongly (as clap's own usage errors).

@@ -873,3 +873,158 @@ async fn a_limit_hit_is_logged() {
     assert_eq!(limit["limit"], "max_depth", "{limit}");
     assert_eq!(limit["value"], 64, "{limit}");
 }
+
+/// rustup's `rust-analyzer` stub on PATH without the component (every rustup
+/// user has it): `servers` runs each binary's start check and says the stub
+/// fails and how to fix it, where the real binary starts; a request then
+/// fails naming the server by name and root, with the same fix.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn servers_reports_a_rustup_stub_and_its_fix() {
+    let project = Project::rust();
+    let root = project.root.display().to_string();
+    let row_of = |text: &str| {
+        text.lines()
+            .find(|l| l.split_whitespace().next() == Some("rust-analyzer"))
+            .unwrap_or_else(|| panic!("no rust-analyzer row:\n{text}"))
+            .to_string()
+    };
+
+    // The real binary starts.
+    let output = project.run(&["servers", &root], None).await;
+    assert_success(&output, "acp-lsp servers");
+    let text = stdout(&output);
+    assert!(row_of(&text).contains(" starts ("), "{text}");
+    assert!(!text.contains("To fix"), "{text}");
+
+    // rustup's stub, first on PATH.
+    let stub_dir = project.dir.path().join("stub-bin");
+    std::fs::create_dir_all(&stub_dir).expect("create the stub directory");
+    let stub = stub_dir.join("rust-analyzer");
+    std::fs::write(
+        &stub,
+        "#!/bin/sh\necho \"error: Unknown binary 'rust-analyzer' in official toolchain \
+         'stable-x86_64-unknown-linux-gnu'.\" >&2\nexit 1\n",
+    )
+    .expect("write the stub");
+    std::fs::set_permissions(&stub, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("make the stub executable");
+    let path = format!(
+        "{}:{}",
+        stub_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let env = [("PATH", path.as_str())];
+    let output = project.run_env(&["servers", &root], None, &env).await;
+    assert_success(&output, "acp-lsp servers with the stub");
+    let text = stdout(&output);
+    let row = row_of(&text);
+    assert!(
+        row.contains(&stub.display().to_string())
+            && row.contains("FAILS: rustup's stub")
+            && row.contains("not installed"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "To fix rust-analyzer ({}): rustup component add rust-analyzer",
+            stub.display()
+        )),
+        "{text}"
+    );
+
+    // A request: the error names the server and root, and the fix.
+    let params = json!({
+        "textDocument": {"uri": project.uri("src/lib.rs")},
+        "position": {"line": 0, "character": 0}
+    });
+    let output = project
+        .run_env(
+            &[
+                "request",
+                "textDocument/hover",
+                &params.to_string(),
+                "--root",
+                &root,
+            ],
+            None,
+            &env,
+        )
+        .await;
+    assert_failure(
+        &output,
+        "acp-lsp request with the stub",
+        &[
+            &format!("rust-analyzer at {root}"),
+            "rustup component add rust-analyzer",
+        ],
+    );
+}
+
+/// A definition in the Rust standard library can be followed: the
+/// toolchain's sources are a discovered read-only root, so a hover on the
+/// definition `textDocument/definition` gave is answered (it was refused as
+/// outside the session roots), and `servers` lists the root.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_definition_in_the_standard_library_can_be_hovered() {
+    let project = Project::rust();
+    let root = project.root.display().to_string();
+    // `String` in `pub fn greeting(name: &str) -> String {` (src/greet.rs).
+    let line = project
+        .read("src/greet.rs")
+        .lines()
+        .position(|l| l.contains("-> String"))
+        .expect("greet.rs returns a String");
+    let character = project
+        .read("src/greet.rs")
+        .lines()
+        .nth(line)
+        .unwrap_or_default()
+        .find("String")
+        .unwrap_or_default();
+    let output = project
+        .request(
+            "textDocument/definition",
+            &json!({
+                "textDocument": {"uri": project.uri("src/greet.rs")},
+                "position": {"line": line, "character": character + 1}
+            }),
+        )
+        .await;
+    assert_success(&output, "definition of String");
+    let found: Value = serde_json::from_slice(&output.stdout).expect("JSON on stdout");
+    let target = &found[0];
+    let uri = target["targetUri"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{found}"));
+    assert!(
+        uri.contains("/lib/rustlib/src/rust/library/alloc/src/string.rs"),
+        "String is defined in the standard library's sources (`rustup component add rust-src`): {found}"
+    );
+    let output = project
+        .request(
+            "textDocument/hover",
+            &json!({
+                "textDocument": {"uri": uri},
+                "position": target["targetSelectionRange"]["start"]
+            }),
+        )
+        .await;
+    assert_success(&output, "hover inside the standard library");
+    let hover: Value = serde_json::from_slice(&output.stdout).expect("JSON on stdout");
+    assert!(
+        hover["contents"]["value"]
+            .as_str()
+            .is_some_and(|v| v.contains("pub struct String")),
+        "{hover}"
+    );
+
+    let output = project.run(&["servers", &root], None).await;
+    assert_success(&output, "acp-lsp servers");
+    let text = stdout(&output);
+    assert!(
+        text.lines().any(|l| l.trim_start().starts_with('/')
+            && l.contains("/lib/rustlib/src/rust")
+            && l.contains("Rust standard library sources")),
+        "{text}"
+    );
+}

@@ -1,5 +1,7 @@
-//! `_acp-lsp/diagnostics` against real pyright: diagnostics that reflect the
-//! text on disk right now, after each change, without the agent opening anything.
+//! `_acp-lsp/diagnostics` against real servers: diagnostics that reflect the
+//! text on disk right now, after each change, without the agent opening
+//! anything; pulled from servers that answer `textDocument/diagnostic`
+//! (rust-analyzer), waited for from those that push (pyright, clangd).
 
 mod support;
 
@@ -9,6 +11,7 @@ use acp_lsp::lsp::config::Config;
 use acp_lsp::lsp::detect::find_on_path;
 use acp_lsp::lsp::registry::{Registry, RegistryOptions};
 use serde_json::{json, Value};
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,16 +31,35 @@ struct Harness {
 
 impl Harness {
     fn start() -> Harness {
+        Harness::start_with(
+            "pyright",
+            "pyright-langserver",
+            "npm i -g pyright",
+            |root| {
+                std::fs::write(root.join("pyproject.toml"), "[project]\nname = \"d\"\n")
+                    .expect("write");
+                std::fs::write(root.join("a.py"), "x: int = 1\n").expect("write");
+            },
+        )
+    }
+
+    /// Only the built-in server `server` (whose binary is `command`), on a
+    /// temporary root that `prepare` fills.
+    fn start_with(
+        server: &str,
+        command: &str,
+        install: &str,
+        prepare: impl FnOnce(&Path),
+    ) -> Harness {
         assert!(
-            find_on_path("pyright-langserver").is_some(),
-            "pyright-langserver is not installed: npm i -g pyright"
+            find_on_path(command).is_some(),
+            "{command} is not installed: {install}"
         );
         let dir = tempfile::tempdir().expect("temp dir");
         let root = dir.path().canonicalize().expect("canonical root");
-        std::fs::write(root.join("pyproject.toml"), "[project]\nname = \"d\"\n").expect("write");
-        std::fs::write(root.join("a.py"), "x: int = 1\n").expect("write");
+        prepare(&root);
         let mut config = Config::builtin();
-        config.servers.retain(|s| s.name == "pyright");
+        config.servers.retain(|s| s.name == server);
         let registry = Registry::new(config, RegistryOptions::default());
         let gate = Gate::new(Arc::clone(&registry), GateConfig::default());
         gate.open_session("s", vec![root.clone()]);
@@ -68,6 +90,17 @@ impl Harness {
         serde_json::from_slice(&bytes).expect("a JSON response")
     }
 
+    /// The entries for `file`, waited for up to [`WAIT_MS`].
+    async fn entries_for(&self, file: &str) -> Vec<Value> {
+        let response = self
+            .diagnostics(json!({"sessionId": "s", "uris": [self.uri(file)], "waitMs": WAIT_MS}))
+            .await;
+        response["result"]["diagnostics"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no diagnostics array: {response}"))
+            .clone()
+    }
+
     /// The one pyright entry for `a.py`, waited for until fresh.
     async fn fresh_for_a(&self) -> Value {
         let response = self
@@ -81,6 +114,7 @@ impl Harness {
         let entry = entries[0].clone();
         assert_eq!(entry["uri"], self.uri("a.py"), "{entry}");
         assert_eq!(entry["fresh"], true, "{entry}");
+        assert_eq!(entry["timedOut"], false, "{entry}");
         assert_eq!(
             entry["serverId"].as_str().map(str::len),
             Some(36),
@@ -147,5 +181,156 @@ async fn diagnostics_follow_the_disk() {
         "{unknown}"
     );
 
+    h.registry.shutdown().await;
+}
+
+fn errors(entry: &Value) -> Vec<String> {
+    entry["diagnostics"]
+        .as_array()
+        .map(|all| {
+            all.iter()
+                .filter(|d| d["severity"] == 1)
+                .filter_map(|d| d["message"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// rust-analyzer answers pull diagnostics and, offered them, pushes none of
+/// its own: a syntax error appended to a crate's `src/lib.rs` must be found
+/// by pulling, not missed after a push wait that never ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rust_analyzer_syntax_error_is_pulled() {
+    let h = Harness::start_with(
+        "rust-analyzer",
+        "rust-analyzer",
+        "rustup component add rust-analyzer",
+        |root| {
+            support::copy_tree(
+                &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/projects/rust-three-files"),
+                root,
+            );
+        },
+    );
+
+    // Clean crate: one entry, pulled, fresh, without errors.
+    let entries = h.entries_for("src/lib.rs").await;
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    let entry = &entries[0];
+    assert_eq!(entry["mode"], "pull", "{entry}");
+    assert_eq!(entry["fresh"], true, "{entry}");
+    assert_eq!(entry["timedOut"], false, "{entry}");
+    assert!(errors(entry).is_empty(), "{entry}");
+
+    // A syntax error appended on disk.
+    let lib = h.root.join("src/lib.rs");
+    let mut text = std::fs::read_to_string(&lib).expect("read lib.rs");
+    text.push_str("\npub fn broken( {\n");
+    std::fs::write(&lib, text).expect("write lib.rs");
+    let entries = h.entries_for("src/lib.rs").await;
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    let entry = &entries[0];
+    assert_eq!(entry["uri"], h.uri("src/lib.rs"), "{entry}");
+    assert_eq!(entry["mode"], "pull", "{entry}");
+    assert_eq!(entry["fresh"], true, "{entry}");
+    assert_eq!(entry["timedOut"], false, "{entry}");
+    assert!(!errors(entry).is_empty(), "no error found: {entry}");
+
+    h.registry.shutdown().await;
+}
+
+/// clangd pushes: an undeclared identifier in a C file is waited for and found.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clangd_error_is_pushed() {
+    let h = Harness::start_with("clangd", "clangd", "apt-get install -y clangd", |root| {
+        std::fs::write(root.join("compile_flags.txt"), "-std=c11\n").expect("write");
+        std::fs::write(root.join("a.c"), "int main(void) { return 0; }\n").expect("write");
+    });
+    std::fs::write(
+        h.root.join("a.c"),
+        "int main(void) { return undeclared_name; }\n",
+    )
+    .expect("write a.c");
+    let entries = h.entries_for("a.c").await;
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    let entry = &entries[0];
+    assert_eq!(entry["mode"], "push", "{entry}");
+    assert_eq!(entry["fresh"], true, "{entry}");
+    assert_eq!(entry["timedOut"], false, "{entry}");
+    let found = errors(entry);
+    assert!(
+        found.iter().any(|m| m.contains("undeclared_name")),
+        "{entry}"
+    );
+    h.registry.shutdown().await;
+}
+
+/// A push server that publishes nothing for a document still gives one
+/// entry, empty, stale and marked `timedOut`, instead of no entry at all
+/// (which reads as "no problems"); one that publishes gives a fresh entry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_server_times_out_visibly() {
+    use support::fake::{FakeServer, SESSION};
+    for (mode, timed_out) in [("", true), ("diagnostics", false)] {
+        let (fake, _) = FakeServer::start(
+            mode,
+            acp_lsp::lsp::registry::RegistryOptions::default(),
+            |root| std::fs::write(root.join("a.fake"), "an error here\n").expect("write"),
+            |_, _| {},
+        )
+        .await;
+        // The fake publishes (or not) right after didOpen: a short wait is a
+        // bound, not a synchronisation.
+        let wait_ms = if timed_out { 200 } else { WAIT_MS };
+        let response = fake
+            .call(
+                GateMethod::Diagnostics,
+                json!({"sessionId": SESSION, "uris": [fake.uri("a.fake")], "waitMs": wait_ms}),
+            )
+            .await;
+        let entries = response["result"]["diagnostics"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no diagnostics array: {response}"))
+            .clone();
+        assert_eq!(entries.len(), 1, "{mode}: {response}");
+        let entry = &entries[0];
+        assert_eq!(entry["uri"], fake.uri("a.fake"), "{entry}");
+        assert_eq!(entry["mode"], "push", "{entry}");
+        assert_eq!(entry["timedOut"], timed_out, "{entry}");
+        assert_eq!(entry["fresh"], !timed_out, "{entry}");
+        assert_eq!(errors(entry).len(), usize::from(!timed_out), "{entry}");
+        fake.shut_down().await;
+    }
+}
+
+/// typescript-language-server pushes: a type error written to disk in a
+/// project file is waited for and found.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn typescript_error_is_found() {
+    let h = Harness::start_with(
+        "typescript-language-server",
+        "typescript-language-server",
+        "npm i -g typescript-language-server typescript@6",
+        |root| {
+            support::copy_tree(
+                &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/projects/ts-project"),
+                root,
+            );
+        },
+    );
+    let main = h.root.join("src/main.ts");
+    let mut text = std::fs::read_to_string(&main).expect("read main.ts");
+    text.push_str("\nexport const broken: number = \"not a number\";\n");
+    std::fs::write(&main, text).expect("write main.ts");
+    let entries = h.entries_for("src/main.ts").await;
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    let entry = &entries[0];
+    assert_eq!(entry["mode"], "push", "{entry}");
+    assert_eq!(entry["fresh"], true, "{entry}");
+    assert_eq!(entry["timedOut"], false, "{entry}");
+    assert!(
+        errors(entry).iter().any(|m| m.contains("not assignable")),
+        "{entry}"
+    );
     h.registry.shutdown().await;
 }

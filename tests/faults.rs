@@ -421,6 +421,48 @@ async fn crash_loop_ends_in_failed_and_requests_fail_fast() {
     fake.finish().await;
 }
 
+/// 2a. rustup's stub without the component (every rustup user has a
+///     `rust-analyzer` on PATH that fails until `rustup component add`): no
+///     restarts, `failed` at once, and the error says what to run.
+#[tokio::test]
+async fn a_rustup_stub_fails_at_once_with_the_fix() {
+    let fake = Fake::start("", |server, outside| {
+        let stub = outside.join("rust-analyzer");
+        std::fs::write(
+            &stub,
+            "#!/bin/sh\necho \"error: Unknown binary 'rust-analyzer' in official toolchain \
+             'stable-x86_64-unknown-linux-gnu'.\" >&2\nexit 1\n",
+        )
+        .expect("write the stub");
+        std::fs::set_permissions(&stub, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .expect("make the stub executable");
+        server.command = stub.display().to_string();
+    })
+    .await;
+    fake.wait_state("failed", |s| s == ServerState::Failed)
+        .await;
+    let entry = fake.entry().await;
+    assert_eq!(entry["_meta"]["acp-lsp"]["restarts"], 0, "{entry}");
+    let response = fake.request(None).await;
+    assert_error(&response, INVALID_PARAMS, "server_not_running");
+    let message = error_of(&response)["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        message.starts_with(&format!("fake at {}", fake.root.display()))
+            && message.contains("run `rustup component add rust-analyzer`"),
+        "{response}"
+    );
+    // Waiting for a failed server ends at once, and says how long it waited
+    // (not the whole wait it was given).
+    const WAIT_MS: u64 = 60_000;
+    let response = fake.request(Some(WAIT_MS)).await;
+    let waited = error_of(&response)["data"]["waitedMs"].as_u64();
+    assert!(waited.is_some_and(|ms| ms < WAIT_MS), "{response}");
+    fake.finish().await;
+}
+
 /// 3. A hung request ends at its deadline, and the server is told to cancel it.
 #[tokio::test]
 async fn hung_request_hits_its_deadline_and_is_cancelled_on_the_server() {

@@ -1354,7 +1354,9 @@ async fn server_errors_are_mapped_and_routing_errors_named() {
         r#"{"code":-32801,"message":"content modified","data":{"x":1}}"#.into(),
     ));
     let answer = h.lsp_request(1, hover("s1", uri)).await;
-    let data = expect_error(&answer, -32801, "server_error");
+    // The server's own ContentModified: reason `content_modified`, retryable.
+    let data = expect_error(&answer, -32801, "content_modified");
+    assert_eq!(data["retryable"], json!(true));
     // The RFD: the server's code, message and data, verbatim, in error.data.
     assert_eq!(data["code"], json!(-32801));
     assert_eq!(data["message"], json!("content modified"));

@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use acp_lsp::gate::{LspHost, ServerState};
+use acp_lsp::gate::{GateMethod, LspHost, ServerState};
 use acp_lsp::lsp::config::ServerConfig;
 use acp_lsp::lsp::registry::RegistryOptions;
 use serde_json::{json, Value};
@@ -404,11 +404,14 @@ async fn a_degraded_watch_still_syncs_named_documents_before_the_request() {
     );
 }
 
-/// 5. An answer about text that changed while it was computed is
-///    `content_modified`; one whose document did not change is delivered.
+/// 5. An answer about text that changed while it was computed is never
+///    delivered: a read-only request (hover) is asked again and answered
+///    for the new text; an edit (rename) ends `content_modified`, retryable.
+///    One whose document did not change is delivered.
 #[tokio::test]
 async fn an_answer_about_changed_text_is_content_modified() {
     const DELAY_MS: u64 = 1_000;
+    const RENAME: &str = "textDocument/rename";
     let fake = Fake::start(Setup {
         mode: "slow",
         tweak: &|server| {
@@ -425,6 +428,7 @@ async fn an_answer_about_changed_text_is_content_modified() {
     assert_echo(&response, &uri);
     assert_eq!(response["result"]["_meta"]["documents"][0]["version"], 1);
 
+    // A hover in flight when its document changes: asked again, delivered at version 2.
     let in_flight = tokio::spawn(fake.hover(&uri));
     fake.wait_log("the second hover", |log| {
         (positions(log, HOVER, &uri).len() == 2).then_some(())
@@ -434,15 +438,31 @@ async fn an_answer_about_changed_text_is_content_modified() {
     // The fake reads it only after its (slow) answer; the proxy sent it at once.
     assert_eq!(fake.wait_change(&uri, 2).await, "changed in flight\n");
     let response = in_flight.await.expect("the call task does not panic");
+    assert_echo(&response, &uri);
+    assert_eq!(response["result"]["_meta"]["documents"][0]["version"], 2);
+    assert_eq!(
+        positions(&fake.log(), HOVER, &uri).len(),
+        3,
+        "asked again once"
+    );
+
+    // A rename in flight when its document changes: never sent twice.
+    let mut params = fake.hover_params(&uri);
+    params["method"] = json!(RENAME);
+    params["params"]["newName"] = json!("x");
+    let in_flight = tokio::spawn(fake.call(GateMethod::Request, params));
+    fake.wait_log("the rename", |log| {
+        (positions(log, RENAME, &uri).len() == 1).then_some(())
+    })
+    .await;
+    std::fs::write(fake.root.join("a.fake"), "changed again\n").expect("rewrite");
+    assert_eq!(fake.wait_change(&uri, 3).await, "changed again\n");
+    let response = in_flight.await.expect("the call task does not panic");
     let error = &response["error"];
     assert_eq!(error["code"], CONTENT_MODIFIED, "{response}");
     assert_eq!(error["data"]["reason"], "content_modified", "{response}");
     assert_eq!(error["data"]["retryable"], true, "{response}");
-
-    // The retry, with nothing changing, is delivered at version 2.
-    let response = fake.hover(&uri).await;
-    assert_echo(&response, &uri);
-    assert_eq!(response["result"]["_meta"]["documents"][0]["version"], 2);
+    assert_eq!(positions(&fake.log(), RENAME, &uri).len(), 1, "sent once");
     fake.finish().await;
 }
 

@@ -52,6 +52,10 @@
 //! * `slow` — delay each answer by `FAKE_LSP_DELAY_MS`.
 //! * `exit_after=<n>` — exit(5) right after answering the n-th request
 //!   (counting `initialize`).
+//! * `content_modified=<n>` — answer the first n requests other than
+//!   `initialize`/`shutdown` with the error -32801 ContentModified (as
+//!   rust-analyzer does when the workspace changes under a request), then as
+//!   usual.
 //! * `diagnostics` — after each `didOpen`/`didChange`, publish diagnostics for
 //!   that version: one error per line containing `error`.
 //! * `progress` — after `initialized`, begin work-done progress (token
@@ -203,6 +207,11 @@ fn run() -> io::Result<i32> {
         shutdown: false,
         answered: 0,
         exit_after: mode.params.get("exit_after").and_then(|n| n.parse().ok()),
+        content_modified: mode
+            .params
+            .get("content_modified")
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0),
         huge: None,
         indexed: false,
         mode,
@@ -234,6 +243,8 @@ struct Server<W: Write> {
     shutdown: bool,
     answered: u64,
     exit_after: Option<u64>,
+    /// `content_modified=<n>`: requests still to be answered with -32801.
+    content_modified: u64,
     huge: Option<String>,
     /// `progress`: the indexing progress has ended.
     indexed: bool,
@@ -332,6 +343,15 @@ impl<W: Write> Server<W> {
                 Ok(None)
             }
             _ if self.mode.has("hang") => Ok(None),
+            _ if self.content_modified > 0 => {
+                self.content_modified -= 1;
+                let body = format!(
+                    r#"{{"jsonrpc":"2.0","id":{},"error":{{"code":-32801,"message":"content modified"}}}}"#,
+                    id.get()
+                );
+                write_message(&mut self.out, body.as_bytes())?;
+                Ok(None)
+            }
             _ => {
                 if self.mode.has("huge_response") {
                     let size = env_number("FAKE_LSP_HUGE_BYTES", DEFAULT_HUGE_BYTES);

@@ -21,6 +21,8 @@ pub const INVALID_REQUEST: i64 = -32600;
 pub const REQUEST_CANCELLED: i64 = -32800;
 /// LSP: content modified.
 pub const CONTENT_MODIFIED: i64 = -32801;
+/// LSP's ServerCancelled (3.17): the server dropped the request and it may be asked again.
+pub const SERVER_CANCELLED: i64 = -32802;
 
 /// Codes a server may use that mean something else in ACP, and so never reach
 /// the agent as they are: -32000 (ACP: auth required), -32002 (ACP: resource
@@ -72,8 +74,9 @@ pub enum GateError {
         /// The session's servers, filled in by the gate.
         servers: Vec<ServerSummary>,
     },
-    #[error("server {server_id:?} exited before answering")]
-    ServerExited { server_id: String },
+    /// `server` names it: "rust-analyzer at /path/to/root".
+    #[error("{server} exited before answering")]
+    ServerExited { server_id: String, server: String },
     #[error("{}", server_error_message(lsp_error).unwrap_or_else(|| "the language server answered with an error".into()))]
     ServerError { lsp_error: Box<RawValue> },
     #[error("the server's response of {declared} bytes is over the frame limit")]
@@ -218,6 +221,12 @@ impl GateError {
             GateError::Confined(e) => e.reason(),
             GateError::ServerNotRunning { .. } => "server_not_running",
             GateError::ServerExited { .. } => "server_exited",
+            // The server's own ContentModified: the same word as ours.
+            GateError::ServerError { lsp_error }
+                if server_error_code(lsp_error) == Some(CONTENT_MODIFIED) =>
+            {
+                "content_modified"
+            }
             GateError::ServerError { .. } => "server_error",
             GateError::ResponseTooLarge { .. } => "response_too_large",
             GateError::DeadlineExceeded { .. } => "deadline_exceeded",
@@ -232,6 +241,12 @@ impl GateError {
     pub fn retryable(&self) -> bool {
         match self {
             GateError::ServerNotRunning { server, .. } => server.status.will_run(),
+            // ContentModified, ServerCancelled: the server dropped the request
+            // because the workspace moved; asked again, it answers.
+            GateError::ServerError { lsp_error } => matches!(
+                server_error_code(lsp_error),
+                Some(CONTENT_MODIFIED | SERVER_CANCELLED)
+            ),
             GateError::ServerExited { .. }
             | GateError::DeadlineExceeded { .. }
             | GateError::ContentModified
@@ -298,7 +313,7 @@ impl GateError {
             GateError::DuplicateKeys { key } => {
                 data.key = Some(key);
             }
-            GateError::ServerExited { server_id } => data.server_id = Some(server_id),
+            GateError::ServerExited { server_id, .. } => data.server_id = Some(server_id),
             GateError::Overloaded { scope, limit } => {
                 data.scope = Some(scope);
                 data.limit = Some(*limit);
@@ -400,7 +415,9 @@ mod tests {
             ),
             "{text}"
         );
-        assert_eq!(data(&obj)["reason"], "server_error");
+        // The server's own ContentModified reads as ours, and may be retried.
+        assert_eq!(data(&obj)["reason"], "content_modified");
+        assert_eq!(data(&obj)["retryable"], true);
 
         let not_initialized = GateError::ServerError {
             lsp_error: raw(r#"{"code":-32002,"message":"not initialized"}"#),
@@ -474,8 +491,11 @@ mod tests {
     fn retryable_errors_say_so() {
         let e = GateError::ServerExited {
             server_id: "s".into(),
+            server: "clangd at /p".into(),
         };
-        let data = data(&e.to_error_object(None));
+        let object = e.to_error_object(None);
+        assert_eq!(object.message, "clangd at /p exited before answering");
+        let data = data(&object);
         assert_eq!(data["reason"], "server_exited");
         assert_eq!(data["retryable"], true);
         assert_eq!(data["serverId"], "s");

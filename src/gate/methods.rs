@@ -189,6 +189,45 @@ pub const FORWARDED: &[&str] = &[
     "workspaceSymbol/resolve",
 ];
 
+/// Read-only queries that acp-lsp asks again, within the request deadline,
+/// when the server cancels them with ContentModified (-32801) or the text
+/// they name changes in flight (rfd/lsp-over-acp.md, "ContentModified"):
+/// their answer depends only on the workspace as it is, and asking twice
+/// changes nothing. Never edits, commands, formatting, code actions, or
+/// resolves and deltas of an earlier answer (whose data the change made stale).
+pub const RETRIED_ON_CONTENT_MODIFIED: &[&str] = &[
+    "callHierarchy/incomingCalls",
+    "callHierarchy/outgoingCalls",
+    "textDocument/completion",
+    "textDocument/declaration",
+    "textDocument/definition",
+    "textDocument/diagnostic",
+    "textDocument/documentHighlight",
+    "textDocument/documentLink",
+    "textDocument/documentSymbol",
+    "textDocument/hover",
+    "textDocument/implementation",
+    "textDocument/inlayHint",
+    "textDocument/moniker",
+    "textDocument/prepareCallHierarchy",
+    "textDocument/prepareRename",
+    "textDocument/prepareTypeHierarchy",
+    "textDocument/references",
+    "textDocument/semanticTokens/full",
+    "textDocument/semanticTokens/range",
+    "textDocument/signatureHelp",
+    "textDocument/typeDefinition",
+    "typeHierarchy/subtypes",
+    "typeHierarchy/supertypes",
+    "workspace/diagnostic",
+    "workspace/symbol",
+];
+
+/// Whether `method` is asked again on ContentModified ([`RETRIED_ON_CONTENT_MODIFIED`]).
+pub fn retried_on_content_modified(method: &str) -> bool {
+    RETRIED_ON_CONTENT_MODIFIED.contains(&method)
+}
+
 /// The command-running request, forwarded only with an allowlisted command.
 pub const EXECUTE_COMMAND: &str = "workspace/executeCommand";
 

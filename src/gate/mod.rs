@@ -106,8 +106,10 @@ pub trait LspHost: Send + Sync + 'static {
 
     /// `_acp-lsp/diagnostics`: the latest published diagnostics of the session's
     /// servers, as `textDocument/publishDiagnostics` params with `serverId` and
-    /// `fresh` added. With `documents`, only those, each first synced from disk
-    /// and waited for (up to `wait`) until a publish reflects its text.
+    /// `fresh` added. With `documents`, only those, each first synced from disk,
+    /// then pulled (servers with `diagnosticProvider`) or waited for (up to
+    /// `wait`) until a publish reflects its text: one entry per (document,
+    /// server), with `mode` and `timedOut` added.
     fn diagnostics(
         &self,
         _session: &Session,

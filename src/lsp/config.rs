@@ -36,7 +36,8 @@
 //! root_markers = ["pyproject.toml", "ruff.toml"]
 //! ```
 //!
-//! Top-level keys: `read_only_roots`, `allowed_uri_schemes`, `skip_dirs`, `idle_grace_ms`,
+//! Top-level keys: `read_only_roots`, `discover_read_only_roots` (default `true`: add the
+//! toolchain's source roots, see `lsp::toolchain`), `allowed_uri_schemes`, `skip_dirs`, `idle_grace_ms`,
 //! `trusted_projects`, `project_code` (`"run"` or `"off"`, see [`ProjectCode`]),
 //! `max_requests_per_session`, `max_requests_total` (the gate's quotas), `mcp_http`
 //! (a table: `max_body_bytes`, `max_concurrent`, `read_timeout_ms`), `servers`.
@@ -63,6 +64,7 @@
 //! | `watch_globs` | list of static `didChangeWatchedFiles` globs | `[]` |
 //! | `ready_when_quiescent` | boolean: `ready` only after `experimental/serverStatus` says quiescent | `false` |
 //! | `project_code` | `"run"` or `"off"`: overrides the global [`ProjectCode`] for this server | unset |
+//! | `probe_args` | list of strings: the arguments of `acp-lsp servers`' start check (`lsp::probe`) | `["--version"]` (pyright, basedpyright: `["--stdio"]`) |
 //! | `enabled` | boolean | `true` |
 //!
 //! Over an existing server, a given key replaces the old value, except `settings`,
@@ -263,8 +265,16 @@ pub struct ServerConfig {
     /// Overrides the global [`ProjectCode`] for this server.
     #[serde(default)]
     pub project_code: Option<ProjectCode>,
+    /// Arguments of the start check `acp-lsp servers` runs (`lsp::probe`):
+    /// the binary starts when it exits 0 or answers in LSP framing.
+    #[serde(default = "default_probe_args")]
+    pub probe_args: Vec<String>,
     #[serde(default = "default_true")]
     pub enabled: bool,
+}
+
+fn default_probe_args() -> Vec<String> {
+    vec!["--version".to_string()]
 }
 
 fn empty_object() -> Value {
@@ -316,6 +326,7 @@ impl ServerConfig {
             watch_globs: Vec::new(),
             ready_when_quiescent: false,
             project_code: None,
+            probe_args: default_probe_args(),
             enabled: true,
         }
     }
@@ -418,6 +429,11 @@ pub struct Config {
     /// here; [`Config::enabled_servers`] leaves them out.
     pub servers: Vec<ServerConfig>,
     pub read_only_roots: Vec<PathBuf>,
+    /// Whether [`Config::discover_read_only_roots`] adds the toolchain's
+    /// roots (`lsp::toolchain`); the file key `discover_read_only_roots`.
+    pub discover_read_only_roots: bool,
+    /// What discovery added to `read_only_roots`, and why (for `acp-lsp servers`).
+    pub discovered_read_only_roots: Vec<crate::lsp::toolchain::DiscoveredRoot>,
     pub allowed_uri_schemes: Vec<String>,
     /// Directory names (any depth) skipped when walking a session root.
     pub skip_dirs: Vec<String>,
@@ -581,6 +597,7 @@ fn normalize(path: &Path) -> PathBuf {
 #[serde(deny_unknown_fields)]
 struct FileConfig {
     read_only_roots: Option<Vec<String>>,
+    discover_read_only_roots: Option<bool>,
     allowed_uri_schemes: Option<Vec<String>>,
     skip_dirs: Option<Vec<String>>,
     idle_grace_ms: Option<u64>,
@@ -623,6 +640,7 @@ struct ServerPatch {
     watch_globs: Option<Vec<String>>,
     ready_when_quiescent: Option<bool>,
     project_code: Option<ProjectCode>,
+    probe_args: Option<Vec<String>>,
     enabled: Option<bool>,
 }
 
@@ -638,6 +656,8 @@ impl Config {
         Config {
             servers: builtin_servers(),
             read_only_roots: Vec::new(),
+            discover_read_only_roots: true,
+            discovered_read_only_roots: Vec::new(),
             allowed_uri_schemes: Vec::new(),
             skip_dirs: strings(DEFAULT_SKIP_DIRS),
             idle_grace_ms: DEFAULT_IDLE_GRACE_MS,
@@ -711,6 +731,22 @@ impl Config {
     }
 
     /// Servers with `enabled = true`, in order.
+    /// Adds the read-only roots the toolchains in use point to (the Rust
+    /// sysroot's sources, the cargo registry, the active virtualenv's
+    /// site-packages; `lsp::toolchain`), unless `discover_read_only_roots`
+    /// is off. Runs `rustc --print sysroot` in `cwd`.
+    pub fn discover_read_only_roots(&mut self, cwd: &Path) {
+        if !self.discover_read_only_roots {
+            return;
+        }
+        for root in crate::lsp::toolchain::discover(cwd) {
+            if !self.read_only_roots.contains(&root.path) {
+                self.read_only_roots.push(root.path.clone());
+                self.discovered_read_only_roots.push(root);
+            }
+        }
+    }
+
     /// What the gate takes from the configuration (default limits).
     pub fn gate_config(&self) -> crate::gate::GateConfig {
         crate::gate::GateConfig {
@@ -991,6 +1027,9 @@ fn merge_text(
     if let Some(roots) = file.read_only_roots {
         config.read_only_roots = roots.iter().map(|r| resolve_path(r, origin)).collect();
     }
+    if let Some(discover) = file.discover_read_only_roots {
+        config.discover_read_only_roots = discover;
+    }
     if let Some(schemes) = file.allowed_uri_schemes {
         for (i, s) in schemes.iter().enumerate() {
             let valid = s.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
@@ -1269,6 +1308,9 @@ fn apply_patch(
     if let Some(code) = patch.project_code {
         server.project_code = Some(code);
     }
+    if let Some(args) = patch.probe_args {
+        server.probe_args = args;
+    }
     if let Some(enabled) = patch.enabled {
         server.enabled = enabled;
     }
@@ -1337,7 +1379,7 @@ fn typescript_beside(program: &Path) -> Option<PathBuf> {
 }
 
 fn python_server(name: &str, command: &str, args: &[&str]) -> ServerConfig {
-    ServerConfig::new(
+    let mut server = ServerConfig::new(
         name,
         command,
         args,
@@ -1350,7 +1392,13 @@ fn python_server(name: &str, command: &str, args: &[&str]) -> ServerConfig {
             "requirements.txt",
             "pyrightconfig.json",
         ],
-    )
+    );
+    // pyright-langserver has no --version (it fails asking for a transport);
+    // with --stdio and its input closed it logs its version in LSP framing.
+    if command.ends_with("pyright-langserver") {
+        server.probe_args = strings(&["--stdio"]);
+    }
+    server
 }
 
 fn with_ids(mut server: ServerConfig, pairs: &[(&str, &str)]) -> ServerConfig {
@@ -1458,14 +1506,18 @@ fn builtin_servers() -> Vec<ServerConfig> {
         python_server("basedpyright", "basedpyright-langserver", &["--stdio"]),
         python_server("pylsp", "pylsp", &[]),
         typescript,
-        ServerConfig::new(
-            "gopls",
-            "gopls",
-            &[],
-            &["go"],
-            &["go"],
-            &["go.work", "go.mod"],
-        ),
+        ServerConfig {
+            // `gopls version` is its version command.
+            probe_args: strings(&["version"]),
+            ..ServerConfig::new(
+                "gopls",
+                "gopls",
+                &[],
+                &["go"],
+                &["go"],
+                &["go.work", "go.mod"],
+            )
+        },
         ServerConfig::new(
             "bash-language-server",
             "bash-language-server",

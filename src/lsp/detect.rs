@@ -416,16 +416,38 @@ pub fn health_report(dir: &Path, config: &Config) -> String {
         "PROJECT CODE".to_string(),
         "BINARY".to_string(),
     ]];
+    // Each distinct server binary is run once, all at once (`lsp::probe`).
+    let mut binaries: Vec<(&str, PathBuf, &ServerConfig)> = Vec::new();
+    for d in &detected {
+        if binaries.iter().any(|(name, _, _)| *name == d.server) {
+            continue;
+        }
+        if let Some(server) = config.server(&d.server) {
+            if let Some(path) = find_on_path(&server.command) {
+                binaries.push((d.server.as_str(), path, server));
+            }
+        }
+    }
+    let probes = crate::lsp::probe::probe_all(
+        &binaries
+            .iter()
+            .map(|(_, path, server)| (path.clone(), *server))
+            .collect::<Vec<_>>(),
+    );
+    let probe_of = |name: &str| {
+        binaries
+            .iter()
+            .position(|(n, _, _)| *n == name)
+            .map(|i| (&binaries[i].1, &probes[i]))
+    };
     for d in &detected {
         let root = match d.root.strip_prefix(dir) {
             Ok(rel) if rel.as_os_str().is_empty() => ".".to_string(),
             Ok(rel) => rel.display().to_string(),
             Err(_) => d.root.display().to_string(),
         };
-        let binary = config
-            .server(&d.server)
-            .and_then(|s| find_on_path(&s.command))
-            .map(|p| p.display().to_string())
+        let binary = probe_of(&d.server)
+            .map(|(path, probe)| format!("{} {}", path.display(), probe.summary()))
             .unwrap_or_else(|| "not installed".to_string());
         let project_code = match config.server(&d.server) {
             Some(server) => {
@@ -472,6 +494,22 @@ pub fn health_report(dir: &Path, config: &Config) -> String {
             );
             out.push_str(line.trim_end());
             out.push('\n');
+        }
+    }
+    for ((name, path, _), probe) in binaries.iter().zip(&probes) {
+        if let Some(fix) = probe.fix() {
+            out.push_str(&format!("To fix {name} ({}): {fix}\n", path.display()));
+        }
+    }
+    if !config.read_only_roots.is_empty() {
+        out.push_str("Read-only roots (requests may name files there; never written):\n");
+        for root in &config.read_only_roots {
+            let why = config
+                .discovered_read_only_roots
+                .iter()
+                .find(|d| d.path == *root)
+                .map_or("configured", |d| d.why.as_str());
+            out.push_str(&format!("  {}  {why}\n", root.display()));
         }
     }
     if truncated {

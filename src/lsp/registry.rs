@@ -414,9 +414,7 @@ impl LspHost for Registry {
         });
         let mut entries = Vec::new();
         for outcome in futures::future::join_all(waits).await {
-            if let Some(entry) = outcome? {
-                entries.push(entry);
-            }
+            entries.push(outcome?);
         }
         Ok(entries)
     }

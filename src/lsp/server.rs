@@ -41,6 +41,19 @@ pub const FIRST_OPEN_SETTLE: Duration = Duration::from_millis(500);
 /// How long `_acp-lsp/diagnostics` waits for a server to be `running`
 /// before syncing the documents it asks about.
 pub const DIAGNOSTICS_READY_WAIT: Duration = Duration::from_secs(20);
+/// Least time `_acp-lsp/diagnostics` gives a pull (`textDocument/diagnostic`)
+/// to be answered, whatever `waitMs` says: a pull is a request, not a wait.
+pub const DIAGNOSTIC_PULL_TIMEOUT: Duration = Duration::from_secs(30);
+/// Pause before asking again a request the server cancelled because the
+/// workspace changed under it (ContentModified): its re-analysis is under way.
+pub const RETRY_PAUSE: Duration = Duration::from_millis(50);
+/// Retries of a read-only request the server cancelled with ContentModified
+/// (rust-analyzer does so for every request in flight when the workspace
+/// changes; the issue measured 5 of 6 first answers after a disk edit).
+pub const CONTENT_MODIFIED_RETRIES: u32 = 5;
+/// Most time spent retrying one request on ContentModified, and never more
+/// than half the server's request deadline.
+pub const CONTENT_MODIFIED_RETRY_BUDGET: Duration = Duration::from_secs(10);
 /// After `$/cancelRequest`, how long the server's own answer is awaited.
 pub const CANCEL_GRACE: Duration = Duration::from_secs(2);
 /// Pause before each restart, by number of recent crashes.
@@ -374,6 +387,18 @@ impl Server {
                 crashes.pop_front();
             }
             tracing::warn!(server = %self.spec.config.name, root = %self.spec.root.display(), %error, "language server stopped unexpectedly");
+            // rustup's stub without the component fails the same way until
+            // someone runs `rustup component add`: restarting only delays
+            // the answer that says so.
+            if super::probe::rustup_stub(&error).is_some() {
+                tracing::error!(
+                    server = %self.spec.config.name,
+                    %error,
+                    "server failed; not restarting: the component is not installed"
+                );
+                self.set_status(ServerState::Failed, Some(error));
+                return;
+            }
             if crashes.len() >= MAX_CRASHES {
                 tracing::error!(
                     server = %self.spec.config.name,
@@ -744,6 +769,7 @@ impl Server {
         wait: Duration,
         until: impl Fn(&Status) -> bool,
     ) -> Result<Arc<Connection>, GateError> {
+        let started = tokio::time::Instant::now();
         if !wait.is_zero() {
             let mut rx = self.status.subscribe();
             let settled = |s: &Status| {
@@ -753,14 +779,11 @@ impl Server {
         }
         let status = self.status();
         if status.wire() != State::Running {
-            return Err(self.not_running(&status, (!wait.is_zero()).then_some(wait)));
+            // How long it really waited: a server that failed early ends the wait.
+            let waited = (!wait.is_zero()).then(|| started.elapsed().min(wait));
+            return Err(self.not_running(&status, waited));
         }
-        self.live()
-            .connection
-            .clone()
-            .ok_or(GateError::ServerExited {
-                server_id: self.spec.server_id.clone(),
-            })
+        self.live().connection.clone().ok_or_else(|| self.exited())
     }
 
     /// Forwards one request, syncing the documents it names first.
@@ -774,6 +797,60 @@ impl Server {
             ..
         } = call;
         self.ensure_started();
+        let retried = crate::gate::methods::retried_on_content_modified(&method);
+        // The retries end well inside the gate's deadline, so what still
+        // surfaces is the server's ContentModified, not a deadline error.
+        let retry_until = Instant::now()
+            + CONTENT_MODIFIED_RETRY_BUDGET.min(self.spec.config.request_timeout() / 2);
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let outcome = self
+                .request_once(
+                    &method,
+                    params.as_deref(),
+                    &named,
+                    &cancel,
+                    wait_until_ready,
+                )
+                .await;
+            let modified = match &outcome {
+                Err(GateError::ContentModified) => true,
+                Err(GateError::ServerError { lsp_error }) => content_modified(lsp_error),
+                _ => false,
+            };
+            if !(retried && modified)
+                || attempt > CONTENT_MODIFIED_RETRIES
+                || Instant::now() + RETRY_PAUSE >= retry_until
+                || cancel.is_cancelled()
+            {
+                if retried && modified {
+                    tracing::debug!(
+                        server = %self.spec.config.name,
+                        %method,
+                        attempts = attempt,
+                        "content modified after every retry"
+                    );
+                }
+                return outcome;
+            }
+            // The server is re-analysing; give it a moment, then ask again.
+            tokio::select! {
+                _ = cancel.cancelled() => return Err(GateError::Cancelled),
+                _ = tokio::time::sleep(RETRY_PAUSE) => {}
+            }
+        }
+    }
+
+    /// One attempt of [`Server::request`]: readiness, document sync, send, answer.
+    async fn request_once(
+        self: &Arc<Self>,
+        method: &str,
+        params: Option<&RawValue>,
+        named: &[String],
+        cancel: &CancellationToken,
+        wait_until_ready: Option<Duration>,
+    ) -> Result<HostReply, GateError> {
         // Waiting for readiness and syncing documents can take long; a
         // cancel meanwhile ends the request before it reaches the server.
         // (Dropping the preparation is safe: document decisions are made and
@@ -782,7 +859,7 @@ impl Server {
             let connection = self.await_accepting(wait_until_ready).await?;
             let first_open = self.docs().is_empty();
             let mut skipped = HashMap::new();
-            for uri in &named {
+            for uri in named {
                 if let Some(path) = file_path(uri) {
                     if let Some(reason) = self.sync_document(&connection, uri, &path).await {
                         skipped.insert(uri.clone(), reason);
@@ -809,12 +886,11 @@ impl Server {
             _ = cancel.cancelled() => return Err(GateError::Cancelled),
             prepared = prepare => prepared?,
         };
-        let mut pending = connection.request(&method, params.as_deref());
+        let mut pending = connection.request(method, params);
         let reply = tokio::select! {
             reply = &mut pending => reply,
             _ = cancel.cancelled() => cancelled(&mut pending).await,
         };
-        let id = self.spec.server_id.clone();
         match reply {
             // The answer is about text that no longer exists.
             Reply::Result(_) if self.changed_since(&documents) => Err(GateError::ContentModified),
@@ -828,7 +904,15 @@ impl Server {
             Reply::Error(lsp_error) => Err(GateError::ServerError { lsp_error }),
             Reply::TooLarge { declared } => Err(GateError::ResponseTooLarge { declared }),
             Reply::Closed if cancel.is_cancelled() => Err(GateError::Cancelled),
-            Reply::Closed => Err(GateError::ServerExited { server_id: id }),
+            Reply::Closed => Err(self.exited()),
+        }
+    }
+
+    /// The server exited before answering; named by name and root.
+    fn exited(&self) -> GateError {
+        GateError::ServerExited {
+            server_id: self.spec.server_id.clone(),
+            server: format!("{} at {}", self.spec.config.name, self.spec.root.display()),
         }
     }
 
@@ -1066,14 +1150,16 @@ impl Server {
     }
 
     /// Diagnostics of one document that reflect its current text: opens or
-    /// syncs it from disk, then waits up to `wait` for a publish made after
-    /// that. `None` when the server published nothing for it.
+    /// syncs it from disk, then asks for them (pull, `textDocument/diagnostic`,
+    /// when the server offers it) or waits up to `wait` for a publish made
+    /// after that (push). Always one entry: a server that published nothing
+    /// in time gives an empty, stale entry marked `timedOut`.
     pub async fn fresh_diagnostics(
         self: &Arc<Self>,
         uri: &str,
         path: &Path,
         wait: Duration,
-    ) -> Result<Option<Box<RawValue>>, GateError> {
+    ) -> Result<Box<RawValue>, GateError> {
         self.ensure_started();
         let connection = self
             .await_status(DIAGNOSTICS_READY_WAIT.max(wait), |s| {
@@ -1081,6 +1167,9 @@ impl Server {
             })
             .await?;
         self.sync_document(&connection, uri, path).await;
+        if self.pulls_diagnostics() {
+            return self.pull_diagnostics(&connection, uri, wait).await;
+        }
         let mut published = self.published.subscribe();
         let deadline = tokio::time::Instant::now() + wait;
         loop {
@@ -1089,7 +1178,15 @@ impl Server {
                 let live = self.live();
                 let fresh = is_fresh(&docs, &live, uri);
                 if fresh || tokio::time::Instant::now() >= deadline {
-                    return Ok(live.diagnostics.get(uri).map(|p| self.render(p, fresh)));
+                    let outcome = Outcome {
+                        mode: "push",
+                        fresh,
+                        timed_out: !fresh,
+                    };
+                    return Ok(match live.diagnostics.get(uri) {
+                        Some(p) => self.render_with(p, outcome),
+                        None => self.empty_entry(uri, outcome),
+                    });
                 }
             }
             if tokio::time::timeout_at(deadline, published.changed())
@@ -1100,6 +1197,122 @@ impl Server {
                 continue;
             }
         }
+    }
+
+    /// Whether the server answers `textDocument/diagnostic` (statically, or
+    /// registered). rust-analyzer, offered pull, pushes only what `cargo
+    /// check` finds and gives its own diagnostics only on request, so waiting
+    /// for a push from it would run out the clock and report nothing.
+    fn pulls_diagnostics(&self) -> bool {
+        let live = self.live();
+        let advertised = live.capabilities.as_ref().is_some_and(|caps| {
+            RawObject::parse(caps).is_ok_and(|c| {
+                c.has_non_null("diagnosticProvider")
+                    && c.get("diagnosticProvider").map(str::trim) != Some("false")
+            })
+        });
+        advertised
+            || live
+                .registrations
+                .iter()
+                .any(|r| r.method == "textDocument/diagnostic")
+    }
+
+    /// One `textDocument/diagnostic` for `uri`, asked again while the server
+    /// cancels it because the workspace moved under it (ContentModified,
+    /// ServerCancelled), within `wait` but at least [`DIAGNOSTIC_PULL_TIMEOUT`].
+    async fn pull_diagnostics(
+        &self,
+        connection: &Arc<Connection>,
+        uri: &str,
+        wait: Duration,
+    ) -> Result<Box<RawValue>, GateError> {
+        let deadline = tokio::time::Instant::now() + DIAGNOSTIC_PULL_TIMEOUT.max(wait);
+        let params = raw_json(&json!({ "textDocument": { "uri": uri } }));
+        let timed_out = Outcome {
+            mode: "pull",
+            fresh: false,
+            timed_out: true,
+        };
+        loop {
+            let version = self.docs().state(uri).version;
+            let mut pending = connection.request("textDocument/diagnostic", Some(&params));
+            let reply = match tokio::time::timeout_at(deadline, &mut pending).await {
+                Ok(reply) => reply,
+                Err(_) => {
+                    pending.cancel();
+                    return Ok(self.empty_entry(uri, timed_out));
+                }
+            };
+            match reply {
+                // The text moved on while the server computed: ask again.
+                Reply::Result(_) if self.docs().state(uri).version != version => {}
+                Reply::Result(result) => {
+                    #[derive(serde::Deserialize)]
+                    struct Full<'a> {
+                        #[serde(borrow)]
+                        items: Option<&'a RawValue>,
+                    }
+                    let items = serde_json::from_str::<Full>(result.get())
+                        .ok()
+                        .and_then(|f| f.items)
+                        .map_or("[]", RawValue::get);
+                    self.mark_loaded();
+                    return Ok(self.entry_json(
+                        uri,
+                        version,
+                        items,
+                        Outcome {
+                            mode: "pull",
+                            fresh: true,
+                            timed_out: false,
+                        },
+                    ));
+                }
+                Reply::Error(error) if retryable_error(&error) => {}
+                Reply::Error(lsp_error) => return Err(GateError::ServerError { lsp_error }),
+                Reply::TooLarge { declared } => {
+                    return Err(GateError::ResponseTooLarge { declared })
+                }
+                Reply::Closed => return Err(self.exited()),
+            }
+            if tokio::time::Instant::now() + RETRY_PAUSE >= deadline {
+                return Ok(self.empty_entry(uri, timed_out));
+            }
+            tokio::time::sleep(RETRY_PAUSE).await;
+        }
+    }
+
+    /// An entry for a document the server said nothing about.
+    fn empty_entry(&self, uri: &str, outcome: Outcome) -> Box<RawValue> {
+        self.entry_json(uri, None, "[]", outcome)
+    }
+
+    /// `{uri, version?, diagnostics, serverId, fresh, timedOut, mode}`.
+    fn entry_json(
+        &self,
+        uri: &str,
+        version: Option<i32>,
+        diagnostics: &str,
+        outcome: Outcome,
+    ) -> Box<RawValue> {
+        let mut text = format!("{{\"uri\":{}", json!(uri));
+        if let Some(version) = version {
+            text.push_str(&format!(",\"version\":{version}"));
+        }
+        text.push_str(&format!(",\"diagnostics\":{diagnostics}}}"));
+        let raw = RawValue::from_string(text).expect("BUG: an entry built from JSON parts");
+        let mut object = RawObject::parse(&raw).expect("BUG: an entry is an object");
+        outcome.set(&mut object, &self.spec.server_id);
+        RawValue::from_string(object.to_json()).expect("BUG: RawObject writes JSON")
+    }
+
+    fn render_with(&self, published: &Published, outcome: Outcome) -> Box<RawValue> {
+        let Ok(mut object) = RawObject::parse(&published.params) else {
+            return published.params.clone();
+        };
+        outcome.set(&mut object, &self.spec.server_id);
+        RawValue::from_string(object.to_json()).unwrap_or_else(|_| published.params.clone())
     }
 
     /// A publish's params with `serverId` and `fresh` added.
@@ -1157,6 +1370,15 @@ fn with_stderr(message: String, tail: &str) -> String {
     if tail.is_empty() {
         return message;
     }
+    // rustup's stub on PATH without the component: say so, and the fix,
+    // on the first line (the one error messages show).
+    if let Some(component) = super::probe::rustup_stub(tail) {
+        return format!(
+            "{message}: rustup's stub, the {component} component is not installed \
+             (run `rustup component add {component}`); stderr: {}",
+            tail.lines().next().unwrap_or_default()
+        );
+    }
     let start = tail.char_indices().rev().nth(1999).map_or(0, |(i, _)| i);
     format!("{message}; stderr: {}", &tail[start..])
 }
@@ -1167,6 +1389,50 @@ fn is_empty_settings(settings: &Value) -> bool {
 
 pub(crate) fn raw_json(value: &Value) -> Box<RawValue> {
     serde_json::value::to_raw_value(value).expect("BUG: a Value always serializes")
+}
+
+/// How an `_acp-lsp/diagnostics` entry was obtained, added to it.
+#[derive(Debug, Clone, Copy)]
+struct Outcome {
+    /// `pull` (`textDocument/diagnostic`) or `push` (`publishDiagnostics`).
+    mode: &'static str,
+    fresh: bool,
+    /// The wait (push) or the pull's deadline ran out before an answer for
+    /// the current text.
+    timed_out: bool,
+}
+
+impl Outcome {
+    fn set(self, object: &mut RawObject, server_id: &str) {
+        object.set("serverId", json!(server_id).to_string());
+        object.set("fresh", self.fresh.to_string());
+        object.set("timedOut", self.timed_out.to_string());
+        object.set("mode", json!(self.mode).to_string());
+    }
+}
+
+/// Whether a server's error says the request was dropped because the
+/// workspace changed under it, so the same request asked again will be
+/// answered: ContentModified (-32801) and ServerCancelled (-32802).
+pub(crate) fn retryable_error(error: &RawValue) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Code {
+        code: i64,
+    }
+    serde_json::from_str::<Code>(error.get()).is_ok_and(|e| {
+        e.code == crate::gate::error::CONTENT_MODIFIED
+            || e.code == crate::gate::error::SERVER_CANCELLED
+    })
+}
+
+/// Whether a server's error is ContentModified (-32801).
+pub(crate) fn content_modified(error: &RawValue) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Code {
+        code: i64,
+    }
+    serde_json::from_str::<Code>(error.get())
+        .is_ok_and(|e| e.code == crate::gate::error::CONTENT_MODIFIED)
 }
 
 /// Whether the latest publish for `uri` reflects the text the server last got:

@@ -610,56 +610,30 @@ impl LspTools {
 
     async fn diagnostics_inner(&self, args: DiagnosticsArgs) -> ToolResult<CallToolResult> {
         let tool = self.session().await?;
-        // Files whose pushed diagnostics are waited for until fresh.
-        let mut pushed = Vec::new();
-        // Servers that answer pull diagnostics (`textDocument/diagnostic`):
-        // rust-analyzer, offered pull, pushes only what `cargo check` finds and
-        // gives its own diagnostics on request, so waiting for a fresh push
-        // from it would only run out the clock.
-        let mut pulls = Vec::new();
+        let mut uris = Vec::new();
         for file in &args.files {
             let path = resolve(&tool, file)?;
             // Diagnostics of a server still loading would be as misleading
             // as an empty reference list.
-            let entry = ready_server(&tool, None, Some(&path)).await?;
-            let uri = file_uri(&path)?;
-            if capabilities_of(&entry)["diagnosticProvider"].is_null() {
-                pushed.push(uri);
-            } else {
-                pulls.push((entry, uri));
-            }
+            ready_server(&tool, None, Some(&path)).await?;
+            uris.push(file_uri(&path)?);
         }
-        let mut published = Vec::new();
-        let calls = if args.files.is_empty() {
-            vec![(None, Duration::ZERO)]
-        } else {
-            let pulled: Vec<String> = pulls.iter().map(|(_, uri)| uri.clone()).collect();
-            vec![
-                (Some(pushed), DIAGNOSTICS_WAIT),
-                (Some(pulled), Duration::ZERO),
-            ]
-        };
-        for (uris, wait) in calls {
-            if uris.as_ref().is_some_and(Vec::is_empty) {
-                continue;
-            }
-            let mut params =
-                json!({ "sessionId": tool.session_id(), "waitMs": wait.as_millis() as u64 });
-            if let Some(uris) = uris {
-                params["uris"] = json!(uris);
-            }
-            let result = tool
-                .call(GateMethod::Diagnostics, params)
-                .await
-                .map_err(describe)?;
-            let result: Value = parse(result.get())?;
-            published.extend(
-                result["diagnostics"]
-                    .as_array()
-                    .cloned()
-                    .unwrap_or_default(),
-            );
+        // The gate pulls from servers that answer `textDocument/diagnostic`
+        // (rust-analyzer) and waits for a fresh push from the others.
+        let mut params = json!({ "sessionId": tool.session_id() });
+        if !args.files.is_empty() {
+            params["uris"] = json!(uris);
+            params["waitMs"] = json!(DIAGNOSTICS_WAIT.as_millis() as u64);
         }
+        let result = tool
+            .call(GateMethod::Diagnostics, params)
+            .await
+            .map_err(describe)?;
+        let result: Value = parse(result.get())?;
+        let published = result["diagnostics"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
         // Published positions are in each server's encoding: look it up by serverId.
         let encodings: HashMap<String, PositionEncoding> = tool
             .servers()
@@ -685,19 +659,6 @@ impl LspTools {
                 .cloned()
                 .unwrap_or_default();
             found.push((uri, encoding, list));
-        }
-        for (entry, uri) in pulls {
-            let pulled = tool
-                .request(
-                    &entry.server_id,
-                    "textDocument/diagnostic",
-                    json!({ "textDocument": { "uri": uri } }),
-                )
-                .await
-                .map_err(describe)?;
-            let pulled: Value = parse(pulled.get())?;
-            let list = pulled["items"].as_array().cloned().unwrap_or_default();
-            found.push((uri, encoding_of(&entry), list));
         }
         let mut lines = Vec::new();
         let mut items = Vec::new();
