@@ -7,6 +7,8 @@ pub mod documents;
 pub mod handshake;
 pub mod process;
 pub mod ratelimit;
+pub mod registration;
 pub mod registry;
 pub mod server;
+pub mod watch;
 pub mod watchers;

@@ -5,10 +5,10 @@
 use super::config::{Config, ServerConfig};
 use super::detect::{detect, find_on_path};
 use super::server::{Server, ServerSpec};
+use super::watch::{Delivery, FileChange, RootWatch, WatchBatch, WatchOptions, SETTLE_TIMEOUT};
 use crate::gate::{GateError, HostCall, HostReply, LspHost, Route, ServerEntry, Session};
 use crate::jsonrpc::Limits;
 use crate::record::Recorder;
-use crate::watch::{Delivery, FileChange, RootWatch, WatchBatch, WatchOptions, SETTLE_TIMEOUT};
 use serde_json::value::RawValue;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};

@@ -11,6 +11,8 @@ use super::documents::{
 use super::handshake;
 use super::process::{ServerProcess, SpawnSpec, EXIT_GRACE};
 use super::ratelimit::{Verdict, WarnBudget};
+use super::registration::{raw_json, Registration};
+use super::watch::FileChange;
 use super::watchers::FileWatchers;
 use crate::gate::{
     AcpLspEntry, Dropped, EntryMeta, GateError, HostCall, HostReply, NotRunning, Progress,
@@ -20,7 +22,6 @@ use crate::jsonrpc::object::RawObject;
 use crate::jsonrpc::{ErrorObject, Limits};
 use crate::read::{read_confined, read_confined_blocking, ReadError};
 use crate::record::{Direction, Recorder};
-use crate::watch::FileChange;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 use std::collections::{HashMap, VecDeque};
@@ -152,14 +153,6 @@ fn cut_progress_text(mut text: String) -> String {
         text.truncate(at);
     }
     text
-}
-
-/// A dynamic registration (`client/registerCapability`).
-#[derive(Debug, Clone)]
-pub struct Registration {
-    pub id: String,
-    pub method: String,
-    pub register_options: Option<Box<RawValue>>,
 }
 
 #[derive(Default)]
@@ -1163,10 +1156,6 @@ fn with_stderr(message: String, tail: &str) -> String {
 
 fn is_empty_settings(settings: &Value) -> bool {
     settings.is_null() || settings.as_object().is_some_and(|o| o.is_empty())
-}
-
-pub(crate) fn raw_json(value: &Value) -> Box<RawValue> {
-    serde_json::value::to_raw_value(value).expect("BUG: a Value always serializes")
 }
 
 /// Whether the latest publish for `uri` reflects the text the server last got:

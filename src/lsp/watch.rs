@@ -83,7 +83,7 @@ pub struct WatchOptions {
 impl Default for WatchOptions {
     fn default() -> Self {
         WatchOptions {
-            skip_dirs: crate::lsp::config::DEFAULT_SKIP_DIRS
+            skip_dirs: super::config::DEFAULT_SKIP_DIRS
                 .iter()
                 .map(|s| s.to_string())
                 .collect(),
