@@ -24,12 +24,13 @@ use crate::record::{Direction, Recorder};
 use bytes::Bytes;
 use futures::future::{join_all, BoxFuture};
 use futures::FutureExt;
+use parking_lot::{Mutex, MutexGuard};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use std::collections::HashMap;
 use std::future::Future;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -499,8 +500,8 @@ impl<H: LspHost> Relay<H> {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().expect("BUG: relay state lock poisoned")
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock()
     }
 
     fn inspect_from_editor(&self, bytes: &[u8], kind: Kind<'_>) -> Action {

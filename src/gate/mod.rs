@@ -14,6 +14,7 @@ pub mod session;
 
 use crate::jsonrpc::{self, depth, Limits, RequestId};
 use futures::FutureExt;
+use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use std::borrow::Cow;
@@ -21,7 +22,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
@@ -165,7 +166,7 @@ struct Admitted<'a> {
 
 impl Drop for Admitted<'_> {
     fn drop(&mut self) {
-        let mut quota = self.quota.lock().expect("BUG: quota lock poisoned");
+        let mut quota = self.quota.lock();
         quota.total -= 1;
         if let Some(n) = quota.per_session.get_mut(&self.session) {
             *n -= 1;
@@ -193,7 +194,6 @@ impl<H: LspHost> InFlightEntry<H> {
         let serial = gate.next_serial.fetch_add(1, Ordering::Relaxed);
         gate.in_flight
             .lock()
-            .expect("BUG: in_flight lock poisoned")
             .insert(id.clone(), (serial, token.clone()));
         InFlightEntry {
             gate: Arc::clone(gate),
@@ -205,12 +205,9 @@ impl<H: LspHost> InFlightEntry<H> {
 
 impl<H: LspHost> Drop for InFlightEntry<H> {
     fn drop(&mut self) {
-        // Not `expect`: this runs while a panic unwinds too, and a second
-        // panic would abort the process.
-        let mut in_flight = match self.gate.in_flight.lock() {
-            Ok(guard) => guard,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        // Runs while a panic unwinds too: parking_lot's lock does not
+        // poison, so this cannot panic a second time.
+        let mut in_flight = self.gate.in_flight.lock();
         if in_flight.get(&self.id).map(|(serial, _)| *serial) == Some(self.serial) {
             in_flight.remove(&self.id);
         }
@@ -375,7 +372,7 @@ impl<H: LspHost> Gate<H> {
     /// Cancels the in-flight `lsp/request` the agent sent with `id`. Returns
     /// false when no such request is in flight (the cancel is not ours).
     pub fn cancel(&self, id: &RequestId) -> bool {
-        let in_flight = self.in_flight.lock().expect("BUG: in_flight lock poisoned");
+        let in_flight = self.in_flight.lock();
         match in_flight.get(id) {
             Some((_, token)) => {
                 token.cancel();
@@ -498,7 +495,7 @@ impl<H: LspHost> Gate<H> {
 
     /// Admits one more `lsp/request` of `session`, or refuses it at once.
     fn admit(&self, session: &str) -> Result<Admitted<'_>, GateError> {
-        let mut quota = self.quota.lock().expect("BUG: quota lock poisoned");
+        let mut quota = self.quota.lock();
         let mine = quota.per_session.get(session).copied().unwrap_or(0);
         if mine >= self.config.max_requests_per_session {
             return Err(GateError::Overloaded {

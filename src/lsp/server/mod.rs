@@ -26,11 +26,12 @@ use crate::gate::{
 };
 use crate::jsonrpc::Limits;
 use crate::record::Recorder;
+use parking_lot::{Mutex, MutexGuard};
 use serde_json::json;
 use serde_json::value::RawValue;
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -219,28 +220,18 @@ impl Server {
     pub fn attach_session(&self, session: &Arc<Session>) {
         self.sessions
             .lock()
-            .expect("BUG: server sessions lock poisoned")
             .insert(session.id().to_string(), Arc::clone(session));
     }
 
     /// The server no longer serves the session `id`.
     pub fn detach_session(&self, id: &str) {
-        self.sessions
-            .lock()
-            .expect("BUG: server sessions lock poisoned")
-            .remove(id);
+        self.sessions.lock().remove(id);
     }
 
     /// Whether a real path may be read for this server, as of now: inside
     /// the roots (or read-only roots) of a session it serves.
     fn read_allowed(&self) -> impl Fn(&Path) -> bool + Send + 'static {
-        let sessions: Vec<Arc<Session>> = self
-            .sessions
-            .lock()
-            .expect("BUG: server sessions lock poisoned")
-            .values()
-            .cloned()
-            .collect();
+        let sessions: Vec<Arc<Session>> = self.sessions.lock().values().cloned().collect();
         move |real: &Path| sessions.iter().any(|s| s.confinement().contains(real))
     }
 
@@ -252,14 +243,12 @@ impl Server {
         &self.spec
     }
 
-    fn live(&self) -> std::sync::MutexGuard<'_, Live> {
-        self.live.lock().expect("BUG: server state lock poisoned")
+    fn live(&self) -> MutexGuard<'_, Live> {
+        self.live.lock()
     }
 
-    fn docs(&self) -> std::sync::MutexGuard<'_, DocumentTable> {
-        self.documents
-            .lock()
-            .expect("BUG: document table lock poisoned")
+    fn docs(&self) -> MutexGuard<'_, DocumentTable> {
+        self.documents.lock()
     }
 
     pub fn status(&self) -> Status {

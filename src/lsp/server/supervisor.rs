@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 impl Server {
     /// Starts the supervisor once; later calls do nothing.
     pub fn ensure_started(self: &Arc<Self>) {
-        let mut started = self.started.lock().expect("BUG: start lock poisoned");
+        let mut started = self.started.lock();
         if started.is_some() || self.stop.is_cancelled() {
             return;
         }
@@ -40,11 +40,7 @@ impl Server {
     /// Stops the server gracefully and waits for its supervisor to finish.
     pub async fn stop(&self) {
         self.stop.cancel();
-        let handle = self
-            .started
-            .lock()
-            .expect("BUG: start lock poisoned")
-            .take();
+        let handle = self.started.lock().take();
         if let Some(handle) = handle {
             let _ = handle.await;
             tracing::info!(
