@@ -14,4 +14,3 @@ pub mod mcp;
 pub mod oneshot;
 pub mod read;
 pub mod record;
-pub mod watch;

@@ -271,7 +271,7 @@ fn load_config(explicit: Option<&Path>) -> anyhow::Result<Config> {
     // Definitions in the toolchain's sources (std, registry crates,
     // site-packages) can then be followed.
     if let Ok(cwd) = std::env::current_dir() {
-        config.discover_read_only_roots(&cwd);
+        acp_lsp::lsp::toolchain::add_discovered_roots(&mut config, &cwd);
     }
     Ok(config)
 }

@@ -17,7 +17,6 @@
 //! after a link, a swap between a check and the open) with one rule, the
 //! gate's confinement.
 
-use crate::lsp::documents::Stamp;
 use std::fs::File;
 use std::io::{self, Read};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
@@ -51,6 +50,14 @@ impl ReadError {
             ReadError::Unreadable(_) => "unreadable",
         }
     }
+}
+
+/// What the disk says about a file, cheaply (size and modification time):
+/// what a read saw, and what document sync compares with the disk later.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stamp {
+    pub size: u64,
+    pub modified: Option<std::time::SystemTime>,
 }
 
 /// A file's content as read, with the stamp of what was read.

@@ -58,6 +58,8 @@ enum ReplyScript {
     WaitForCancel,
     /// Never answers.
     Never,
+    /// Panics (a bug in a host), after recording the call.
+    Panic,
 }
 
 /// One `request` the host got.
@@ -89,6 +91,26 @@ struct FakeHost {
     write_gate: Mutex<Option<std::sync::mpsc::Receiver<()>>>,
     /// Signalled each time `text_written` has recorded a write.
     write_recorded: Notify,
+    /// `request` futures dropped before they answered (the gate gave up on
+    /// them: deadline, or the relay ending).
+    abandoned: AtomicUsize,
+    /// Signalled each time a `request` future is dropped unanswered.
+    request_abandoned: Notify,
+}
+
+/// Counts a `request` future dropped before it answered.
+struct Abandoned<'a> {
+    host: &'a FakeHost,
+    answered: bool,
+}
+
+impl Drop for Abandoned<'_> {
+    fn drop(&mut self) {
+        if !self.answered {
+            self.host.abandoned.fetch_add(1, Ordering::SeqCst);
+            self.host.request_abandoned.notify_one();
+        }
+    }
 }
 
 fn raw(text: &str) -> Box<RawValue> {
@@ -144,6 +166,8 @@ impl FakeHost {
             call_arrived: Notify::new(),
             write_gate: Mutex::default(),
             write_recorded: Notify::new(),
+            abandoned: AtomicUsize::new(0),
+            request_abandoned: Notify::new(),
         })
     }
 
@@ -212,7 +236,11 @@ impl LspHost for FakeHost {
         });
         let reply = self.script.lock().unwrap().reply.clone();
         self.call_arrived.notify_one();
-        match reply {
+        let mut abandoned = Abandoned {
+            host: self,
+            answered: false,
+        };
+        let outcome = match reply {
             ReplyScript::Result(text) => Ok(HostReply {
                 result: raw(&text),
                 meta: None,
@@ -225,7 +253,11 @@ impl LspHost for FakeHost {
                 Err(GateError::Cancelled)
             }
             ReplyScript::Never => std::future::pending().await,
-        }
+            // No lock of the host's is held here.
+            ReplyScript::Panic => panic!("scripted panic in the host"),
+        };
+        abandoned.answered = true;
+        outcome
     }
 
     fn session_opened(self: &Arc<Self>, session: &Arc<Session>) {
@@ -1613,6 +1645,123 @@ async fn an_editor_that_stops_reading_ends_the_relay_as_editor_gone() {
         .await
         .expect("the agent's output stayed open after the relay ended")
         .expect("chatter task failed");
+}
+
+// ---------------------------------------------------------------------------
+// 15. Tracked answers and panic isolation (issue 18)
+// ---------------------------------------------------------------------------
+
+/// A request deadline no test waits out: far beyond [`IO_TIMEOUT`], so a
+/// relay that waited for it would fail the test instead of passing late.
+const UNREACHED_DEADLINE: Duration = Duration::from_secs(3600);
+
+/// The agent's `lsp/request` that the scripted host holds forever; returns
+/// once the host has it.
+async fn request_held_by_the_host(h: &mut Harness, id: u64) {
+    const { assert!(UNREACHED_DEADLINE.as_secs() > 10 * IO_TIMEOUT.as_secs()) };
+    h.host.set_route(RouteScript::Ok {
+        execute_commands: vec![],
+        request_timeout: UNREACHED_DEADLINE,
+    });
+    h.host.set_reply(ReplyScript::Never);
+    let request = json!({"jsonrpc": "2.0", "id": id, "method": "lsp/request",
+                         "params": hover("s1", "file:///ws/proj/a.rs")});
+    h.agent_send(&request.to_string()).await;
+    timeout(IO_TIMEOUT, h.host.call_arrived.notified())
+        .await
+        .expect("the host never got the request");
+}
+
+/// The agent exits while one of its `lsp/request`s waits on a server that
+/// never answers: the relay ends then, not at the request's deadline, and
+/// the host's request is dropped (a real host tells its server).
+#[tokio::test]
+async fn the_agent_exiting_with_a_request_in_flight_ends_the_relay() {
+    let mut h = Harness::in_session().await;
+    request_held_by_the_host(&mut h, 1).await;
+    drop(h.agent_w.take());
+    let end = timeout(IO_TIMEOUT, h.relay.take().expect("relay"))
+        .await
+        .expect("the relay waited for the request in flight instead of ending")
+        .expect("relay task failed");
+    assert_eq!(end, RelayEnd::AgentClosed);
+    assert_eq!(h.host.abandoned.load(Ordering::SeqCst), 1);
+    assert!(read_raw(&mut h.editor_r, "editor").await.is_empty());
+}
+
+/// The editor goes away while the agent's `lsp/request` is in flight: the
+/// answer could no longer reach the agent (its input is closed), so the
+/// host's request is dropped at once rather than at its deadline; the agent
+/// exiting then ends the relay.
+#[tokio::test]
+async fn the_editor_leaving_cancels_the_requests_in_flight() {
+    let mut h = Harness::in_session().await;
+    request_held_by_the_host(&mut h, 1).await;
+    drop(h.editor_w.take());
+    timeout(IO_TIMEOUT, h.host.request_abandoned.notified())
+        .await
+        .expect("the request in flight outlived the editor");
+    assert_eq!(h.host.abandoned.load(Ordering::SeqCst), 1);
+    assert!(read_raw(&mut h.agent_r, "agent").await.is_empty());
+    drop(h.agent_w.take());
+    let end = timeout(IO_TIMEOUT, h.relay.take().expect("relay"))
+        .await
+        .expect("the relay did not end")
+        .expect("relay task failed");
+    assert_eq!(end, RelayEnd::AgentClosed);
+}
+
+/// A host whose request panics: the agent still gets exactly one answer,
+/// -32603 `internal` saying so, the relay keeps going, and the request is
+/// out of the cancellation table (a later cancel of its id is not ours).
+#[tokio::test]
+async fn a_panicking_host_still_answers_once_and_forgets_the_request() {
+    let mut h = Harness::in_session().await;
+    h.host.set_reply(ReplyScript::Panic);
+    let answer = h.lsp_request(7, hover("s1", "file:///ws/proj/a.rs")).await;
+    expect_error(&answer, -32603, "internal");
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("panicked"), "{answer}");
+    assert_eq!(h.host.calls().len(), 1);
+    h.agent_passes(r#"{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":7}}"#)
+        .await;
+    // Exactly one response: the next line the agent reads answers the next request.
+    let next = h.lsp_servers(8, "s1").await;
+    assert!(next.get("result").is_some(), "{next}");
+}
+
+/// The same at the gate, as an editor host embedding it uses it: the
+/// future answers whatever the host does, and a future dropped before it
+/// answers leaves no cancellation entry behind.
+#[tokio::test]
+async fn gate_calls_answer_through_panics_and_leave_no_entry_when_dropped() {
+    use acp_lsp::gate::GateMethod;
+    use acp_lsp::jsonrpc::RequestId;
+    let host = FakeHost::new();
+    let gate = Gate::new(Arc::clone(&host), GateConfig::default());
+    gate.open_session("s1", vec![PathBuf::from("/ws/proj")]);
+    let params =
+        || serde_json::value::to_raw_value(&hover("s1", "file:///ws/proj/a.rs")).expect("params");
+
+    host.set_reply(ReplyScript::Panic);
+    let id = RequestId::from_u64(1);
+    let bytes = timeout(
+        IO_TIMEOUT,
+        gate.call(id.clone(), GateMethod::Request, Some(params())),
+    )
+    .await
+    .expect("answered");
+    let answer: Value = serde_json::from_slice(&bytes).expect("JSON");
+    assert_eq!(answer["id"], json!(1));
+    expect_error(&answer, -32603, "internal");
+    assert!(!gate.cancel(&id), "the panicked request is still in flight");
+
+    host.set_reply(ReplyScript::Never);
+    let id = RequestId::from_u64(2);
+    let call = gate.call(id.clone(), GateMethod::Request, Some(params()));
+    assert!(gate.cancel(&id), "registered before the future is polled");
+    drop(call);
+    assert!(!gate.cancel(&id), "a dropped request is still in flight");
 }
 
 // ---------------------------------------------------------------------------

@@ -15,7 +15,7 @@ use super::{
     fake_config, file_uri, rss_kib, FifoRecorder, GateStack, Table, Verdict, START_TIMEOUT,
 };
 use acp_lsp::lsp::registry::RegistryOptions;
-use acp_lsp::watch::{RootWatch, WatchBatch, WatchOptions};
+use acp_lsp::lsp::watch::{RootWatch, WatchBatch, WatchOptions};
 use anyhow::{bail, ensure, Context, Result};
 use notify::Watcher as _;
 use serde_json::{json, Value};

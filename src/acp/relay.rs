@@ -24,13 +24,17 @@ use crate::record::{Direction, Recorder};
 use bytes::Bytes;
 use futures::future::{join_all, BoxFuture};
 use futures::FutureExt;
+use parking_lot::{Mutex, MutexGuard};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use std::collections::HashMap;
+use std::future::Future;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 /// Who answers the agent's `lsp/*` calls when the editor advertises `lsp` itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -92,6 +96,12 @@ struct Relay<H> {
     state: Mutex<State>,
     to_agent: mpsc::Sender<Outgoing>,
     to_editor: mpsc::Sender<Outgoing>,
+    /// The tasks answering the agent's calls (see [`Relay::answer`]).
+    answers: TaskTracker,
+    /// Cancelled when the agent or the editor goes away: every answer task
+    /// then ends at once, dropping its gate future (and so the host's
+    /// request, which tells its server), instead of running to its deadline.
+    shutdown: CancellationToken,
 }
 
 /// What to do with one message.
@@ -108,6 +118,9 @@ enum Action {
 ///
 /// `editor_eof` is called once the editor's input ends (the agent's input is
 /// then closed; the caller bounds how long the agent may take to exit).
+/// Answers still in flight when the editor's input ends or the relay ends
+/// are cancelled (their host requests dropped), so the relay returns at
+/// once instead of at the deadline of a request nobody can receive.
 pub async fn run<H, EI, EO, AI, AO>(
     gate: Arc<Gate<H>>,
     editor_in: EI,
@@ -140,6 +153,8 @@ where
         }),
         to_agent,
         to_editor,
+        answers: TaskTracker::new(),
+        shutdown: CancellationToken::new(),
     });
 
     let agent_writer = tokio::spawn(write_lines(
@@ -183,10 +198,16 @@ where
             // answers) outlive the editor, so dropping ours would not end the
             // agent's input; an explicit close after the forwarded lines does.
             let _ = relay.to_agent.send(Outgoing::Close).await;
+            // Answers still on their way could not reach the agent now.
+            relay.shutdown.cancel();
         })
     };
     let end = relay.pump(agent_out, max_line, Side::Agent).await;
     from_editor.abort();
+    // The agent or the editor is gone: no answer in flight can be delivered.
+    relay.shutdown.cancel();
+    relay.answers.close();
+    relay.answers.wait().await;
     // It holds a sender to the editor's writer, which must end now.
     if let Some(task) = editor_outbox {
         task.abort();
@@ -388,11 +409,21 @@ impl<H: LspHost> Relay<H> {
     /// Sends `answer` to the agent once it is ready.
     fn answer(&self, answer: BoxFuture<'static, Vec<u8>>) -> bool {
         let to_agent = self.to_agent.clone();
-        tokio::spawn(async move {
+        self.spawn_answer(async move {
             let response = answer.await;
             let _ = to_agent.send(Outgoing::line(response)).await;
         });
         true
+    }
+
+    /// Runs one answer task, tracked, until it is done or the relay shuts
+    /// down. A gate future answers even when its host panics
+    /// ([`Gate::call`]), so a task ends in a response or in the shutdown.
+    fn spawn_answer(&self, task: impl Future<Output = ()> + Send + 'static) {
+        let shutdown = self.shutdown.clone();
+        self.answers.spawn(async move {
+            shutdown.run_until_cancelled(task).await;
+        });
     }
 
     /// A batch line (ACP v2): each element is handled as a message; elements
@@ -430,7 +461,7 @@ impl<H: LspHost> Relay<H> {
         }
         if !answers.is_empty() {
             let to_agent = self.to_agent.clone();
-            tokio::spawn(async move {
+            self.spawn_answer(async move {
                 let responses = join_all(answers).await;
                 let _ = to_agent.send(Outgoing::line(join_array(&responses))).await;
             });
@@ -469,8 +500,8 @@ impl<H: LspHost> Relay<H> {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().expect("BUG: relay state lock poisoned")
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock()
     }
 
     fn inspect_from_editor(&self, bytes: &[u8], kind: Kind<'_>) -> Action {

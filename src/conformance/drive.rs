@@ -10,6 +10,7 @@
 use super::fixture::{copy_workspace, Body, Dir, Scenario, WorkspaceStep};
 use super::normalize::Bindings;
 use super::report::Failure;
+use super::transcript::Session;
 use super::wire::{accept_bridge, Framing, Peer};
 use super::{LIVE_ANSWER_TIMEOUT, PROXY_EXIT_TIMEOUT};
 use crate::jsonrpc::object::RawObject;
@@ -44,22 +45,6 @@ pub struct DriveOptions {
     /// Whether serverIds are acp-lsp's (UUID v5 of name and root), so that a
     /// script can name a server before asking `lsp/servers`.
     pub acp_lsp_ids: bool,
-}
-
-/// What one live run produced.
-pub struct Session {
-    /// The agent's requests (JSON id text → (method, message text)).
-    pub agent_requests: Vec<(String, String, String)>,
-    /// Responses the agent received, by JSON id text, in arrival order.
-    pub agent_answers: Vec<(String, String)>,
-    /// The `initialize` the agent received.
-    pub agent_initialize: Option<String>,
-    /// The editor's buffers after the session (fs/write_text_file).
-    pub buffers: BTreeMap<PathBuf, String>,
-    pub bindings: Bindings,
-    /// The workspace copy the session ran in.
-    pub root: PathBuf,
-    pub cancelled: HashSet<String>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

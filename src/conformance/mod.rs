@@ -12,6 +12,7 @@ pub mod replay;
 pub mod report;
 pub mod rfd;
 pub mod suite;
+pub mod transcript;
 pub mod wire;
 
 pub use fixture::{Scenario, ScenarioMeta};

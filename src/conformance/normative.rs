@@ -6,10 +6,10 @@
 //! read-your-writes). Each check also gives a verdict on the RFD requirement
 //! it covers (`conformance::rfd`).
 
-use super::drive::Session;
 use super::fixture::{Body, Dir, Scenario};
 use super::report::Failure;
 use super::rfd::Verdicts;
+use super::transcript::Session;
 use crate::gate::methods;
 use serde_json::Value;
 use std::collections::HashMap;

@@ -3,12 +3,13 @@
 //! stores the recording in fixture form (placeholders, workspace steps where
 //! they happened) and `expect/`.
 
-use super::drive::{drive, DriveOptions, Session, MARK_METHOD};
+use super::drive::{drive, DriveOptions, MARK_METHOD};
 use super::fixture::{
     copy_workspace, parse_line, read_tree, Body, Dir, Line, Scenario, WorkspaceStep,
 };
 use super::normalize::{placeholder_for, Bindings, ROOT};
 use super::report::Outcome;
+use super::transcript::Session;
 use super::ConformanceError;
 use serde_json::Value;
 use std::path::Path;

@@ -31,6 +31,15 @@ impl GateMethod {
             None
         }
     }
+
+    /// The method's canonical ACP name (for logs and error messages).
+    pub fn as_acp(self) -> &'static str {
+        match self {
+            GateMethod::Servers => SERVERS_METHODS[0],
+            GateMethod::Request => REQUEST_METHODS[0],
+            GateMethod::Diagnostics => DIAGNOSTICS_METHODS[0],
+        }
+    }
 }
 
 /// Why an LSP method is not forwarded.

@@ -13,12 +13,16 @@ pub mod methods;
 pub mod session;
 
 use crate::jsonrpc::{self, depth, Limits, RequestId};
+use futures::FutureExt;
+use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::{Arc, Mutex};
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
@@ -76,8 +80,10 @@ pub struct HostReply {
 /// The servers behind the gate. acp-lsp's registry implements it; so can an
 /// editor host over its own servers.
 ///
-/// A host's `request` future may be dropped (deadline): it must then tell the
-/// server (`$/cancelRequest`) and forget the request.
+/// A host's `request` future may be dropped (deadline, or the relay ending
+/// because the agent or the editor went away): it must then tell the server
+/// (`$/cancelRequest`) and forget the request. A host that panics fails only
+/// that request: the gate answers it with -32603 `internal`.
 pub trait LspHost: Send + Sync + 'static {
     /// The servers serving a session's roots.
     fn servers(&self, session: &Session) -> impl Future<Output = Vec<ServerEntry>> + Send;
@@ -162,7 +168,7 @@ struct Admitted<'a> {
 
 impl Drop for Admitted<'_> {
     fn drop(&mut self) {
-        let mut quota = self.quota.lock().expect("BUG: quota lock poisoned");
+        let mut quota = self.quota.lock();
         quota.total -= 1;
         if let Some(n) = quota.per_session.get_mut(&self.session) {
             *n -= 1;
@@ -173,13 +179,80 @@ impl Drop for Admitted<'_> {
     }
 }
 
+/// One agent request's place in the cancellation table; leaves it when
+/// dropped, so no way out of [`Gate::call`]'s future (answer, panic, or the
+/// future dropped) leaves the entry behind.
+struct InFlightEntry<H: LspHost> {
+    gate: Arc<Gate<H>>,
+    id: RequestId,
+    /// Which registration this is: an agent reusing an id still in flight
+    /// replaces the entry, and the older request ending must not remove the
+    /// newer one's.
+    serial: u64,
+}
+
+impl<H: LspHost> InFlightEntry<H> {
+    fn enter(gate: &Arc<Gate<H>>, id: &RequestId, token: &CancellationToken) -> Self {
+        let serial = gate.next_serial.fetch_add(1, Ordering::Relaxed);
+        gate.in_flight
+            .lock()
+            .insert(id.clone(), (serial, token.clone()));
+        InFlightEntry {
+            gate: Arc::clone(gate),
+            id: id.clone(),
+            serial,
+        }
+    }
+}
+
+impl<H: LspHost> Drop for InFlightEntry<H> {
+    fn drop(&mut self) {
+        // Runs while a panic unwinds too: parking_lot's lock does not
+        // poison, so this cannot panic a second time.
+        let mut in_flight = self.gate.in_flight.lock();
+        if in_flight.get(&self.id).map(|(serial, _)| *serial) == Some(self.serial) {
+            in_flight.remove(&self.id);
+        }
+    }
+}
+
+/// Runs one gate method's answer, turning a panic inside it (a host's bug)
+/// into a -32603 `internal` error: every request gets its one response, and
+/// the panic stays inside this request.
+async fn caught<F>(method: GateMethod, answer: F) -> Result<HostReply, (GateError, Option<String>)>
+where
+    F: Future<Output = Result<HostReply, (GateError, Option<String>)>>,
+{
+    // Unwind safety: what the future touches is the gate's tables (each
+    // behind a lock, left consistent by drop guards) and the host, whose
+    // own state is its business; nothing half-updated is read afterwards.
+    match AssertUnwindSafe(answer).catch_unwind().await {
+        Ok(outcome) => outcome,
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "no message".into());
+            tracing::error!(method = method.as_acp(), panic = %what, "a gate request panicked");
+            Err((
+                GateError::Internal(format!("the {} handler panicked: {what}", method.as_acp())),
+                None,
+            ))
+        }
+    }
+}
+
 /// Answers the gate's ACP methods over a host.
 pub struct Gate<H> {
     host: Arc<H>,
     config: GateConfig,
     sessions: SessionTable,
-    /// Agent request id → cancellation of the matching in-flight `lsp/request`.
-    in_flight: Mutex<HashMap<RequestId, CancellationToken>>,
+    /// Agent request id → cancellation of the matching in-flight
+    /// `lsp/request` (with the serial of its [`InFlightEntry`]).
+    in_flight: Mutex<HashMap<RequestId, (u64, CancellationToken)>>,
+    /// Serials of [`InFlightEntry`]s.
+    next_serial: AtomicU64,
     quota: Mutex<Quota>,
 }
 
@@ -257,6 +330,7 @@ impl<H: LspHost> Gate<H> {
             config,
             sessions,
             in_flight: Mutex::new(HashMap::new()),
+            next_serial: AtomicU64::new(0),
             quota: Mutex::new(Quota::default()),
         })
     }
@@ -300,9 +374,9 @@ impl<H: LspHost> Gate<H> {
     /// Cancels the in-flight `lsp/request` the agent sent with `id`. Returns
     /// false when no such request is in flight (the cancel is not ours).
     pub fn cancel(&self, id: &RequestId) -> bool {
-        let in_flight = self.in_flight.lock().expect("BUG: in_flight lock poisoned");
+        let in_flight = self.in_flight.lock();
         match in_flight.get(id) {
-            Some(token) => {
+            Some((_, token)) => {
                 token.cancel();
                 true
             }
@@ -312,6 +386,11 @@ impl<H: LspHost> Gate<H> {
 
     /// Starts answering one request of ours. The request is registered for
     /// cancellation before this returns; the future yields the encoded response.
+    ///
+    /// The future always answers: a host that panics gets the agent a
+    /// -32603 `internal` error instead of no response. Its cancellation
+    /// entry goes when the future ends, however it ends (answered, panicked,
+    /// or dropped unfinished, as the relay does when its peers go away).
     pub fn call(
         self: &Arc<Self>,
         id: RequestId,
@@ -319,31 +398,28 @@ impl<H: LspHost> Gate<H> {
         params: Option<Box<RawValue>>,
     ) -> impl Future<Output = Vec<u8>> + Send + 'static {
         let token = CancellationToken::new();
-        if method == GateMethod::Request {
-            self.in_flight
-                .lock()
-                .expect("BUG: in_flight lock poisoned")
-                .insert(id.clone(), token.clone());
-        }
+        let entry =
+            (method == GateMethod::Request).then(|| InFlightEntry::enter(self, &id, &token));
         let gate = Arc::clone(self);
         async move {
-            let outcome = match method {
-                GateMethod::Servers => gate
-                    .servers(params.as_deref())
-                    .await
-                    .map(|result| HostReply { result, meta: None }),
-                GateMethod::Request => gate.request(params.as_deref(), token, Caller::Agent).await,
-                GateMethod::Diagnostics => gate
-                    .diagnostics(params.as_deref())
-                    .await
-                    .map(|result| HostReply { result, meta: None }),
+            // Dropped with the future: the entry never outlives the request.
+            let _entry = entry;
+            let answer = async {
+                match method {
+                    GateMethod::Servers => gate
+                        .servers(params.as_deref())
+                        .await
+                        .map(|result| HostReply { result, meta: None }),
+                    GateMethod::Request => {
+                        gate.request(params.as_deref(), token, Caller::Agent).await
+                    }
+                    GateMethod::Diagnostics => gate
+                        .diagnostics(params.as_deref())
+                        .await
+                        .map(|result| HostReply { result, meta: None }),
+                }
             };
-            if method == GateMethod::Request {
-                gate.in_flight
-                    .lock()
-                    .expect("BUG: in_flight lock poisoned")
-                    .remove(&id);
-            }
+            let outcome = caught(method, answer).await;
             match outcome {
                 Ok(reply) if method == GateMethod::Request => encode_request_response(&id, &reply),
                 Ok(reply) => jsonrpc::encode_result(&id, &reply.result),
@@ -366,17 +442,20 @@ impl<H: LspHost> Gate<H> {
         params: Option<&RawValue>,
         cancel: CancellationToken,
     ) -> Result<HostReply, (GateError, Option<String>)> {
-        match method {
-            GateMethod::Servers => self
-                .servers(params)
-                .await
-                .map(|result| HostReply { result, meta: None }),
-            GateMethod::Request => self.request(params, cancel, Caller::Agent).await,
-            GateMethod::Diagnostics => self
-                .diagnostics(params)
-                .await
-                .map(|result| HostReply { result, meta: None }),
-        }
+        let answer = async {
+            match method {
+                GateMethod::Servers => self
+                    .servers(params)
+                    .await
+                    .map(|result| HostReply { result, meta: None }),
+                GateMethod::Request => self.request(params, cancel, Caller::Agent).await,
+                GateMethod::Diagnostics => self
+                    .diagnostics(params)
+                    .await
+                    .map(|result| HostReply { result, meta: None }),
+            }
+        };
+        caught(method, answer).await
     }
 
     /// [`Gate::call_internal`] for an `lsp/request` that may also carry a
@@ -388,8 +467,8 @@ impl<H: LspHost> Gate<H> {
         params: &RawValue,
         cancel: CancellationToken,
     ) -> Result<HostReply, (GateError, Option<String>)> {
-        self.request(Some(params), cancel, Caller::FileLifecycle)
-            .await
+        let answer = self.request(Some(params), cancel, Caller::FileLifecycle);
+        caught(GateMethod::Request, answer).await
     }
 
     /// The `lsp/servers` result of a session, typed (the MCP tools and the CLI).
@@ -418,7 +497,7 @@ impl<H: LspHost> Gate<H> {
 
     /// Admits one more `lsp/request` of `session`, or refuses it at once.
     fn admit(&self, session: &str) -> Result<Admitted<'_>, GateError> {
-        let mut quota = self.quota.lock().expect("BUG: quota lock poisoned");
+        let mut quota = self.quota.lock();
         let mine = quota.per_session.get(session).copied().unwrap_or(0);
         if mine >= self.config.max_requests_per_session {
             return Err(GateError::Overloaded {

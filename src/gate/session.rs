@@ -1,9 +1,10 @@
 //! The sessions the gate serves: id → roots and the confinement built from them.
 
 use super::confine::Confinement;
+use parking_lot::RwLock;
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 /// One ACP session as the gate sees it.
 #[derive(Debug)]
@@ -60,33 +61,20 @@ impl SessionTable {
         let session = Arc::new(Session::new(id, roots, confinement));
         self.sessions
             .write()
-            .expect("BUG: session table lock poisoned")
             .insert(id.to_string(), Arc::clone(&session));
         session
     }
 
     pub fn remove(&self, id: &str) -> Option<Arc<Session>> {
-        self.sessions
-            .write()
-            .expect("BUG: session table lock poisoned")
-            .remove(id)
+        self.sessions.write().remove(id)
     }
 
     pub fn get(&self, id: &str) -> Option<Arc<Session>> {
-        self.sessions
-            .read()
-            .expect("BUG: session table lock poisoned")
-            .get(id)
-            .cloned()
+        self.sessions.read().get(id).cloned()
     }
 
     /// Every session, in no particular order.
     pub fn all(&self) -> Vec<Arc<Session>> {
-        self.sessions
-            .read()
-            .expect("BUG: session table lock poisoned")
-            .values()
-            .cloned()
-            .collect()
+        self.sessions.read().values().cloned().collect()
     }
 }

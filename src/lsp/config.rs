@@ -422,6 +422,14 @@ fn deep_merge(base: &mut Value, over: Value) {
     }
 }
 
+/// One read-only root found by `lsp::toolchain`, and where it came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DiscoveredRoot {
+    pub path: PathBuf,
+    /// e.g. "Rust standard library sources (rustc --print sysroot)".
+    pub why: String,
+}
+
 /// The merged configuration.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
@@ -429,11 +437,11 @@ pub struct Config {
     /// here; [`Config::enabled_servers`] leaves them out.
     pub servers: Vec<ServerConfig>,
     pub read_only_roots: Vec<PathBuf>,
-    /// Whether [`Config::discover_read_only_roots`] adds the toolchain's
-    /// roots (`lsp::toolchain`); the file key `discover_read_only_roots`.
+    /// Whether `lsp::toolchain::add_discovered_roots` adds the toolchain's
+    /// roots; the file key `discover_read_only_roots`.
     pub discover_read_only_roots: bool,
     /// What discovery added to `read_only_roots`, and why (for `acp-lsp servers`).
-    pub discovered_read_only_roots: Vec<crate::lsp::toolchain::DiscoveredRoot>,
+    pub discovered_read_only_roots: Vec<DiscoveredRoot>,
     pub allowed_uri_schemes: Vec<String>,
     /// Directory names (any depth) skipped when walking a session root.
     pub skip_dirs: Vec<String>,
@@ -731,22 +739,6 @@ impl Config {
     }
 
     /// Servers with `enabled = true`, in order.
-    /// Adds the read-only roots the toolchains in use point to (the Rust
-    /// sysroot's sources, the cargo registry, the active virtualenv's
-    /// site-packages; `lsp::toolchain`), unless `discover_read_only_roots`
-    /// is off. Runs `rustc --print sysroot` in `cwd`.
-    pub fn discover_read_only_roots(&mut self, cwd: &Path) {
-        if !self.discover_read_only_roots {
-            return;
-        }
-        for root in crate::lsp::toolchain::discover(cwd) {
-            if !self.read_only_roots.contains(&root.path) {
-                self.read_only_roots.push(root.path.clone());
-                self.discovered_read_only_roots.push(root);
-            }
-        }
-    }
-
     /// What the gate takes from the configuration (default limits).
     pub fn gate_config(&self) -> crate::gate::GateConfig {
         crate::gate::GateConfig {

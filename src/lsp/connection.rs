@@ -9,12 +9,13 @@ use crate::jsonrpc::{self, shallow, Envelope, ErrorObject, Kind, Limits, Outcome
 use crate::record::{Direction, Recorder};
 use bytes::Bytes;
 use futures::{SinkExt, StreamExt};
+use parking_lot::Mutex;
 use serde_json::value::RawValue;
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{mpsc, oneshot};
@@ -163,10 +164,7 @@ impl Connection {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
         {
-            let mut pending = self
-                .pending
-                .lock()
-                .expect("BUG: pending table lock poisoned");
+            let mut pending = self.pending.lock();
             // Once the reader has ended nothing would ever answer: a request
             // entered now would wait for its deadline. The reader marks the
             // connection closed before clearing the table under this lock, so
@@ -187,10 +185,7 @@ impl Connection {
             ))
             .is_ok();
         if !sent {
-            self.pending
-                .lock()
-                .expect("BUG: pending table lock poisoned")
-                .remove(&id);
+            self.pending.lock().remove(&id);
         }
         PendingRequest {
             id,
@@ -228,10 +223,7 @@ impl Connection {
 
     /// Requests awaiting an answer.
     pub fn in_flight(&self) -> usize {
-        self.pending
-            .lock()
-            .expect("BUG: pending table lock poisoned")
-            .len()
+        self.pending.lock().len()
     }
 }
 
@@ -278,13 +270,7 @@ impl Drop for PendingRequest {
         if self.done {
             return;
         }
-        let removed = self
-            .connection
-            .pending
-            .lock()
-            .expect("BUG: pending table lock poisoned")
-            .remove(&self.id)
-            .is_some();
+        let removed = self.connection.pending.lock().remove(&self.id).is_some();
         if removed && !self.cancel_sent && !self.connection.is_closed() {
             self.connection.cancel(self.id);
         }
@@ -419,18 +405,11 @@ async fn read_frames<R: AsyncRead + Unpin>(
     // the table lock, so no request can slip in after the clear and wait forever.
     closed.cancel();
     // Dropping the waiting senders answers every caller with `Closed`.
-    reader
-        .pending
-        .lock()
-        .expect("BUG: pending table lock poisoned")
-        .clear();
+    reader.pending.lock().clear();
 }
 
 fn complete(pending: &Pending, id: u64, reply: Reply) {
-    let waiter = pending
-        .lock()
-        .expect("BUG: pending table lock poisoned")
-        .remove(&id);
+    let waiter = pending.lock().remove(&id);
     if let Some(waiter) = waiter {
         let _ = waiter.send(reply);
     }

@@ -12,12 +12,8 @@ pub const DEFAULT_MAX_OPEN_DOCUMENTS: usize = 500;
 /// Files larger than this are never opened on a server.
 pub const MAX_DOCUMENT_BYTES: u64 = 5 * 1024 * 1024;
 
-/// What the disk says about a file, cheaply.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Stamp {
-    pub size: u64,
-    pub modified: Option<SystemTime>,
-}
+// What a read saw of the file; defined with the read, which is below `lsp`.
+pub use crate::read::Stamp;
 
 #[derive(Debug, Clone)]
 struct Document {

@@ -3,7 +3,7 @@
 //! `lsp/servers` reports them (initialize result merged with registrations).
 
 use super::config::ServerConfig;
-use super::server::raw_json;
+use super::registration::raw_json;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};

@@ -5,14 +5,15 @@
 use super::config::{Config, ServerConfig};
 use super::detect::{detect, find_on_path};
 use super::server::{Server, ServerSpec};
+use super::watch::{Delivery, FileChange, RootWatch, WatchBatch, WatchOptions, SETTLE_TIMEOUT};
 use crate::gate::{GateError, HostCall, HostReply, LspHost, Route, ServerEntry, Session};
 use crate::jsonrpc::Limits;
 use crate::record::Recorder;
-use crate::watch::{Delivery, FileChange, RootWatch, WatchBatch, WatchOptions, SETTLE_TIMEOUT};
+use parking_lot::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use serde_json::value::RawValue;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 
@@ -91,12 +92,12 @@ impl Registry {
         })
     }
 
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, Tables> {
-        self.tables.read().expect("BUG: registry lock poisoned")
+    fn read(&self) -> RwLockReadGuard<'_, Tables> {
+        self.tables.read()
     }
 
-    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Tables> {
-        self.tables.write().expect("BUG: registry lock poisoned")
+    fn write(&self) -> RwLockWriteGuard<'_, Tables> {
+        self.tables.write()
     }
 
     pub fn config(&self) -> &Config {
@@ -181,7 +182,7 @@ impl Registry {
                 }
             }
         }
-        let mut idle = self.idle.lock().expect("BUG: idle lock poisoned");
+        let mut idle = self.idle.lock();
         for id in &ids {
             if let Some(timer) = idle.remove(id) {
                 timer.abort();
@@ -192,7 +193,7 @@ impl Registry {
 
     /// Watches `root` for `session` (one watch per root, shared).
     fn watch_root(self: &Arc<Self>, root: &Path, session: &str) {
-        let mut watches = self.watches.lock().expect("BUG: watches lock poisoned");
+        let mut watches = self.watches.lock();
         if let Some(watched) = watches.get_mut(root) {
             watched.sessions.insert(session.to_string());
             return;
@@ -221,7 +222,7 @@ impl Registry {
     }
 
     fn unwatch_session(&self, session: &str) {
-        let mut watches = self.watches.lock().expect("BUG: watches lock poisoned");
+        let mut watches = self.watches.lock();
         watches.retain(|_, watched| {
             watched.sessions.remove(session);
             !watched.sessions.is_empty()
@@ -230,7 +231,7 @@ impl Registry {
 
     /// Watched roots whose watching is degraded, that contain `root`.
     fn degraded_roots_over(&self, root: &Path) -> Vec<String> {
-        let watches = self.watches.lock().expect("BUG: watches lock poisoned");
+        let watches = self.watches.lock();
         watches
             .iter()
             .filter(|(watched, w)| w.watch.degraded() && root.starts_with(watched))
@@ -303,7 +304,7 @@ impl LspHost for Registry {
         // Changes already seen on disk reach the servers first, even for files
         // the request does not name.
         let settlers: Vec<_> = {
-            let watches = self.watches.lock().expect("BUG: watches lock poisoned");
+            let watches = self.watches.lock();
             watches
                 .values()
                 .filter(|w| w.sessions.contains(call.session.id()))
@@ -365,7 +366,7 @@ impl LspHost for Registry {
             orphaned
         };
         let grace = Duration::from_millis(self.config.idle_grace_ms);
-        let mut idle = self.idle.lock().expect("BUG: idle lock poisoned");
+        let mut idle = self.idle.lock();
         for id in orphaned {
             let registry = Arc::clone(self);
             let server_id = id.clone();

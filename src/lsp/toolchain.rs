@@ -15,12 +15,23 @@ use super::probe::{run_bounded, Ran};
 /// Longest wait for `rustc --print sysroot`.
 pub const DISCOVERY_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// One discovered read-only root and where it came from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DiscoveredRoot {
-    pub path: PathBuf,
-    /// e.g. "Rust standard library sources (rustc --print sysroot)".
-    pub why: String,
+pub use super::config::DiscoveredRoot;
+
+/// Adds the read-only roots the toolchains in use point to (the Rust
+/// sysroot's sources, the cargo registry, the active virtualenv's
+/// site-packages) to `config`, unless its `discover_read_only_roots` is off.
+/// Runs `rustc --print sysroot` in `cwd`. (Here rather than in `config`,
+/// which runs nothing and knows no toolchain.)
+pub fn add_discovered_roots(config: &mut super::config::Config, cwd: &Path) {
+    if !config.discover_read_only_roots {
+        return;
+    }
+    for root in discover(cwd) {
+        if !config.read_only_roots.contains(&root.path) {
+            config.read_only_roots.push(root.path.clone());
+            config.discovered_read_only_roots.push(root);
+        }
+    }
 }
 
 /// Every read-only root found in the current environment (run from `cwd`,
@@ -140,7 +151,7 @@ mod tests {
         )
         .expect("valid config");
         assert!(!off.discover_read_only_roots);
-        off.discover_read_only_roots(Path::new("/"));
+        add_discovered_roots(&mut off, Path::new("/"));
         assert!(off.read_only_roots.is_empty());
         assert!(off.discovered_read_only_roots.is_empty());
     }

@@ -3,8 +3,8 @@
 //! never become OS watches: servers register globs over whole parent
 //! directories or the Python standard library.
 
-use super::server::Registration;
-use crate::watch::FileChange;
+use super::registration::Registration;
+use super::watch::FileChange;
 use globset::{GlobBuilder, GlobMatcher};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -174,7 +174,7 @@ impl FileWatchers {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lsp::server::raw_json;
+    use crate::lsp::registration::raw_json;
 
     fn registration(options: Value) -> Registration {
         Registration {

@@ -5,10 +5,11 @@
 
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use notify::{Event, EventKind, RecommendedWatcher, RecursiveMode, Watcher as _};
+use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
 
@@ -83,7 +84,7 @@ pub struct WatchOptions {
 impl Default for WatchOptions {
     fn default() -> Self {
         WatchOptions {
-            skip_dirs: crate::lsp::config::DEFAULT_SKIP_DIRS
+            skip_dirs: super::config::DEFAULT_SKIP_DIRS
                 .iter()
                 .map(|s| s.to_string())
                 .collect(),
@@ -125,11 +126,7 @@ impl Drop for RootWatch {
     fn drop(&mut self) {
         self.task.abort();
         // Dropping the OS watcher ends its thread and closes the raw event channel.
-        self.shared
-            .watcher
-            .lock()
-            .expect("BUG: watcher lock poisoned")
-            .take();
+        self.shared.watcher.lock().take();
     }
 }
 
@@ -196,11 +193,7 @@ impl RootWatch {
 
     /// How many directories are watched.
     pub fn watched_directories(&self) -> usize {
-        self.shared
-            .watched
-            .lock()
-            .expect("BUG: watched lock poisoned")
-            .len()
+        self.shared.watched.lock().len()
     }
 }
 
@@ -266,7 +259,7 @@ impl Shared {
         if self.degraded.load(Ordering::Relaxed) {
             return;
         }
-        let mut watched = self.watched.lock().expect("BUG: watched lock poisoned");
+        let mut watched = self.watched.lock();
         if watched.contains(dir) {
             return;
         }
@@ -278,7 +271,7 @@ impl Shared {
             self.degrade(dir, "the configured watch limit was reached");
             return;
         }
-        let mut watcher = self.watcher.lock().expect("BUG: watcher lock poisoned");
+        let mut watcher = self.watcher.lock();
         let Some(watcher) = watcher.as_mut() else {
             return;
         };
@@ -308,10 +301,7 @@ impl Shared {
     }
 
     fn forget_dir(&self, dir: &Path) {
-        self.watched
-            .lock()
-            .expect("BUG: watched lock poisoned")
-            .retain(|d| !d.starts_with(dir));
+        self.watched.lock().retain(|d| !d.starts_with(dir));
     }
 }
 

@@ -1,0 +1,395 @@
+//! Supervising one server: starting it, the handshake, readiness, restarts
+//! with backoff, graceful shutdown, and waiting for a state.
+
+use super::{
+    Handler, Server, Status, CRASH_WINDOW, INITIALIZE_TIMEOUT, MAX_CRASHES, RESTART_BACKOFF,
+    SHUTDOWN_TIMEOUT,
+};
+use crate::gate::{GateError, NotRunning, ServerState, State};
+use crate::lsp::connection::{Connection, Reply, ServerMessages};
+use crate::lsp::handshake;
+use crate::lsp::process::{ServerProcess, SpawnSpec, EXIT_GRACE};
+use crate::lsp::registration::raw_json;
+use crate::record::Direction;
+use serde_json::{json, Value};
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+impl Server {
+    /// Starts the supervisor once; later calls do nothing.
+    pub fn ensure_started(self: &Arc<Self>) {
+        let mut started = self.started.lock();
+        if started.is_some() || self.stop.is_cancelled() {
+            return;
+        }
+        self.set_status(ServerState::Starting, None);
+        let server = Arc::clone(self);
+        // Every line of this server's story carries its name and root.
+        let span = tracing::info_span!(
+            "server",
+            server = %self.spec.config.name,
+            root = %self.spec.root.display()
+        );
+        *started = Some(tokio::spawn(tracing::Instrument::instrument(
+            async move { server.supervise().await },
+            span,
+        )));
+    }
+
+    /// Stops the server gracefully and waits for its supervisor to finish.
+    pub async fn stop(&self) {
+        self.stop.cancel();
+        let handle = self.started.lock().take();
+        if let Some(handle) = handle {
+            let _ = handle.await;
+            tracing::info!(
+                server = %self.spec.config.name,
+                root = %self.spec.root.display(),
+                "server stopped"
+            );
+        }
+        self.set_status(ServerState::Stopped, None);
+    }
+
+    async fn supervise(self: Arc<Self>) {
+        let mut crashes: VecDeque<Instant> = VecDeque::new();
+        loop {
+            let error = match self.run_once().await {
+                None => return,
+                Some(error) => error,
+            };
+            let now = Instant::now();
+            crashes.push_back(now);
+            while crashes
+                .front()
+                .is_some_and(|t| now.duration_since(*t) > CRASH_WINDOW)
+            {
+                crashes.pop_front();
+            }
+            tracing::warn!(server = %self.spec.config.name, root = %self.spec.root.display(), %error, "language server stopped unexpectedly");
+            // rustup's stub without the component fails the same way until
+            // someone runs `rustup component add`: restarting only delays
+            // the answer that says so.
+            if crate::lsp::probe::rustup_stub(&error).is_some() {
+                tracing::error!(
+                    server = %self.spec.config.name,
+                    %error,
+                    "server failed; not restarting: the component is not installed"
+                );
+                self.set_status(ServerState::Failed, Some(error));
+                return;
+            }
+            if crashes.len() >= MAX_CRASHES {
+                tracing::error!(
+                    server = %self.spec.config.name,
+                    crashes = crashes.len(),
+                    within_s = CRASH_WINDOW.as_secs(),
+                    %error,
+                    "server failed; not restarting"
+                );
+                self.set_status(ServerState::Failed, Some(error));
+                return;
+            }
+            let why = error.lines().next().unwrap_or_default().to_string();
+            self.set_status(ServerState::Restarting, Some(error));
+            let backoff = RESTART_BACKOFF[(crashes.len() - 1).min(RESTART_BACKOFF.len() - 1)];
+            tokio::select! {
+                _ = tokio::time::sleep(backoff) => {}
+                _ = self.stop.cancelled() => return,
+            }
+            let restarts = {
+                let mut live = self.live();
+                live.restarts += 1;
+                live.restarts
+            };
+            tracing::info!(
+                server = %self.spec.config.name,
+                restarts,
+                backoff_ms = backoff.as_millis() as u64,
+                %why,
+                "server restarted"
+            );
+        }
+    }
+
+    /// Runs the server once. `None` when it was stopped on purpose, else why it ended.
+    async fn run_once(self: &Arc<Self>) -> Option<String> {
+        let config = &self.spec.config;
+        let spawn = SpawnSpec {
+            command: self.spec.program.clone(),
+            args: config.args.clone(),
+            cwd: self.spec.root.clone(),
+            env_extra: config.env.clone(),
+            env_passthrough: config.env_passthrough.clone(),
+        };
+        let (mut process, io) = match ServerProcess::spawn(&config.name, &spawn) {
+            Ok(spawned) => spawned,
+            Err(e) => return Some(e.to_string()),
+        };
+        tracing::info!(
+            server = %config.name,
+            root = %self.spec.root.display(),
+            pid = process.pid().unwrap_or_default(),
+            command = %self.spec.program.display(),
+            "server spawned"
+        );
+        if let Some(recorder) = &self.spec.recorder {
+            recorder.event(
+                &Direction::ProxyToServer(self.spec.server_id.clone()),
+                "spawn",
+                &[
+                    ("name", &config.name),
+                    ("root", &self.spec.root.to_string_lossy()),
+                ],
+            );
+        }
+        let handler: Arc<dyn ServerMessages> = Arc::new(Handler {
+            server: Arc::downgrade(self),
+        });
+        let connection = Connection::start(
+            &self.spec.server_id,
+            io.stdout,
+            io.stdin,
+            self.spec.limits,
+            handler,
+            self.spec.recorder.clone(),
+        );
+        {
+            let mut live = self.live();
+            live.pid = process.pid();
+            live.spawned_at = Some(Instant::now());
+            live.progress.clear();
+            live.quiescent = None;
+            live.registrations.clear();
+            live.registration_bytes = 0;
+        }
+
+        let init_params = handshake::initialize_params(config, &self.spec.root);
+        let initialize = connection.request("initialize", Some(&init_params));
+        let outcome = tokio::select! {
+            reply = tokio::time::timeout(INITIALIZE_TIMEOUT, initialize) => reply,
+            _ = self.stop.cancelled() => {
+                self.shutdown(&connection, &mut process, false).await;
+                return None;
+            }
+        };
+        let failure = match outcome {
+            Ok(Reply::Result(result)) => match handshake::read_initialize_result(&result) {
+                Ok(info) => {
+                    let mut live = self.live();
+                    live.capabilities = Some(info.capabilities);
+                    live.version = info.version;
+                    live.position_encoding = info.position_encoding;
+                    None
+                }
+                Err(e) => Some(format!("invalid initialize result: {e}")),
+            },
+            Ok(Reply::Error(e)) => Some(format!("initialize failed: {}", e.get())),
+            Ok(Reply::TooLarge { .. }) => Some("initialize result over the frame limit".into()),
+            Ok(Reply::Closed) => Some("exited during initialize".into()),
+            Err(_) => Some(format!(
+                "no initialize answer within {} s",
+                INITIALIZE_TIMEOUT.as_secs()
+            )),
+        };
+        if let Some(failure) = failure {
+            drop(connection);
+            process.kill_group_now();
+            // A server that exited by itself keeps its own status; one that
+            // hung reports the kill.
+            let status = process
+                .wait()
+                .await
+                .map_or_else(|e| e.to_string(), |s| s.to_string());
+            self.record_exit(&status);
+            return Some(with_stderr(
+                format!("{failure} ({status})"),
+                &process.stderr_tail(),
+            ));
+        }
+        connection.notify("initialized", Some(&raw_json(&json!({}))));
+        if !is_empty_settings(&config.settings) {
+            let params = json!({ "settings": config.settings });
+            connection.notify("workspace/didChangeConfiguration", Some(&raw_json(&params)));
+        }
+        self.live().connection = Some(Arc::clone(&connection));
+        self.reopen_documents(&connection).await;
+        self.update_readiness();
+
+        let ended = tokio::select! {
+            status = process.wait() => Some(status),
+            _ = self.stop.cancelled() => None,
+        };
+        self.live().connection = None;
+        match ended {
+            Some(status) => {
+                let status = status.map_or_else(|e| e.to_string(), |s| s.to_string());
+                self.record_exit(&status);
+                Some(with_stderr(
+                    format!("exited ({status})"),
+                    &process.stderr_tail(),
+                ))
+            }
+            None => {
+                self.shutdown(&connection, &mut process, true).await;
+                None
+            }
+        }
+    }
+
+    /// shutdown → exit → bounded wait → SIGTERM → SIGKILL (the process group).
+    async fn shutdown(
+        &self,
+        connection: &Arc<Connection>,
+        process: &mut ServerProcess,
+        polite: bool,
+    ) {
+        if polite {
+            let reply =
+                tokio::time::timeout(SHUTDOWN_TIMEOUT, connection.request("shutdown", None)).await;
+            if !matches!(reply, Ok(Reply::Result(_))) {
+                tracing::debug!(server = %self.spec.config.name, "no shutdown answer");
+            }
+            // No params member at all: some servers ignore `"params": null`.
+            connection.notify("exit", None);
+        }
+        connection.close_input();
+        let ended = process.terminate(EXIT_GRACE).await;
+        tracing::debug!(server = %self.spec.config.name, ?ended, "language server stopped");
+        self.record_exit(
+            &ended
+                .exit_status()
+                .map_or_else(|| "killed".to_string(), |s| s.to_string()),
+        );
+    }
+
+    /// `--record`: the process ended (the conformance stand-in replays this).
+    fn record_exit(&self, status: &str) {
+        if let Some(recorder) = &self.spec.recorder {
+            recorder.event(
+                &Direction::ServerToProxy(self.spec.server_id.clone()),
+                "exit",
+                &[("status", status)],
+            );
+        }
+    }
+
+    async fn reopen_documents(&self, connection: &Arc<Connection>) {
+        let reopen = self.docs().reset();
+        for (uri, path, _) in reopen {
+            self.sync_document(connection, &uri, &path).await;
+        }
+    }
+
+    /// Recomputes `indexing`/`ready` from progress and server status.
+    pub(super) fn update_readiness(&self) {
+        let (busy, connected) = {
+            let live = self.live();
+            let waiting_for_quiescence =
+                self.spec.config.ready_when_quiescent && live.quiescent != Some(true);
+            (
+                !live.progress.is_empty()
+                    || waiting_for_quiescence
+                    || live.quiescent == Some(false),
+                live.connection.is_some(),
+            )
+        };
+        if !connected {
+            return;
+        }
+        let state = if busy {
+            ServerState::Indexing
+        } else {
+            ServerState::Ready
+        };
+        if state == ServerState::Ready {
+            if let Some(spawned_at) = self.live().spawned_at.take() {
+                tracing::info!(
+                    server = %self.spec.config.name,
+                    root = %self.spec.root.display(),
+                    after_ms = spawned_at.elapsed().as_millis() as u64,
+                    "server ready"
+                );
+            }
+        }
+        self.set_status(state, None);
+    }
+
+    /// The error for a request this server cannot take now.
+    fn not_running(&self, status: &Status, waited: Option<Duration>) -> GateError {
+        GateError::ServerNotRunning {
+            server: Box::new(NotRunning {
+                server_id: self.spec.server_id.clone(),
+                name: self.spec.config.name.clone(),
+                workspace_path: self.spec.root.display().to_string(),
+                status: status.state,
+                waited_ms: waited.map(|w| w.as_millis() as u64),
+                last_error: status.last_error.clone(),
+            }),
+            servers: Vec::new(),
+        }
+    }
+
+    /// The connection to forward a request on. Without `wait_until_ready`,
+    /// only a `running` server takes requests, at once (the RFD); with it,
+    /// the request waits up to that long for `ready`.
+    pub(super) async fn await_accepting(
+        &self,
+        wait_until_ready: Option<Duration>,
+    ) -> Result<Arc<Connection>, GateError> {
+        match wait_until_ready {
+            Some(wait) => {
+                self.await_status(wait, |s| s.state == ServerState::Ready)
+                    .await
+            }
+            None => self.await_status(Duration::ZERO, |_| false).await,
+        }
+    }
+
+    /// Waits up to `wait` for `until` (or a server that will not run), then
+    /// returns the connection if the server is `running`.
+    pub(super) async fn await_status(
+        &self,
+        wait: Duration,
+        until: impl Fn(&Status) -> bool,
+    ) -> Result<Arc<Connection>, GateError> {
+        let started = tokio::time::Instant::now();
+        if !wait.is_zero() {
+            let mut rx = self.status.subscribe();
+            let settled = |s: &Status| {
+                until(s) || matches!(s.state, ServerState::Failed | ServerState::Stopped)
+            };
+            let _ = tokio::time::timeout(wait, rx.wait_for(settled)).await;
+        }
+        let status = self.status();
+        if status.wire() != State::Running {
+            // How long it really waited: a server that failed early ends the wait.
+            let waited = (!wait.is_zero()).then(|| started.elapsed().min(wait));
+            return Err(self.not_running(&status, waited));
+        }
+        self.live().connection.clone().ok_or_else(|| self.exited())
+    }
+}
+
+fn with_stderr(message: String, tail: &str) -> String {
+    let tail = tail.trim();
+    if tail.is_empty() {
+        return message;
+    }
+    // rustup's stub on PATH without the component: say so, and the fix,
+    // on the first line (the one error messages show).
+    if let Some(component) = crate::lsp::probe::rustup_stub(tail) {
+        return format!(
+            "{message}: rustup's stub, the {component} component is not installed \
+             (run `rustup component add {component}`); stderr: {}",
+            tail.lines().next().unwrap_or_default()
+        );
+    }
+    let start = tail.char_indices().rev().nth(1999).map_or(0, |(i, _)| i);
+    format!("{message}; stderr: {}", &tail[start..])
+}
+
+fn is_empty_settings(settings: &Value) -> bool {
+    settings.is_null() || settings.as_object().is_some_and(|o| o.is_empty())
+}

@@ -1,0 +1,407 @@
+//! Forwarding one request, and the document sync around it: the documents
+//! a request names are read from disk (confined) and sent before it; file
+//! changes, rescans and confirmed editor writes update open documents.
+
+use super::diagnostics::content_modified;
+use super::{
+    Server, CANCEL_GRACE, CONTENT_MODIFIED_RETRIES, CONTENT_MODIFIED_RETRY_BUDGET,
+    FIRST_OPEN_SETTLE, RETRY_PAUSE,
+};
+use crate::gate::{GateError, HostCall, HostReply, ServerState};
+use crate::lsp::connection::{Connection, PendingRequest, Reply};
+use crate::lsp::documents::{
+    content_hash, DocumentNotification, DocumentState, Stamp, MAX_DOCUMENT_BYTES,
+};
+use crate::lsp::registration::raw_json;
+use crate::lsp::watch::FileChange;
+use crate::lsp::watchers::FileWatchers;
+use crate::read::{read_confined, read_confined_blocking, ReadError};
+use serde_json::json;
+use serde_json::value::RawValue;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+use tokio_util::sync::CancellationToken;
+
+impl Server {
+    /// Forwards one request, syncing the documents it names first.
+    pub async fn request(self: &Arc<Self>, call: HostCall) -> Result<HostReply, GateError> {
+        let HostCall {
+            method,
+            params,
+            documents: named,
+            cancel,
+            wait_until_ready,
+            ..
+        } = call;
+        self.ensure_started();
+        let retried = crate::gate::methods::retried_on_content_modified(&method);
+        // The retries end well inside the gate's deadline, so what still
+        // surfaces is the server's ContentModified, not a deadline error.
+        let retry_until = Instant::now()
+            + CONTENT_MODIFIED_RETRY_BUDGET.min(self.spec.config.request_timeout() / 2);
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let outcome = self
+                .request_once(
+                    &method,
+                    params.as_deref(),
+                    &named,
+                    &cancel,
+                    wait_until_ready,
+                )
+                .await;
+            let modified = match &outcome {
+                Err(GateError::ContentModified) => true,
+                Err(GateError::ServerError { lsp_error }) => content_modified(lsp_error),
+                _ => false,
+            };
+            if !(retried && modified)
+                || attempt > CONTENT_MODIFIED_RETRIES
+                || Instant::now() + RETRY_PAUSE >= retry_until
+                || cancel.is_cancelled()
+            {
+                if retried && modified {
+                    tracing::debug!(
+                        server = %self.spec.config.name,
+                        %method,
+                        attempts = attempt,
+                        "content modified after every retry"
+                    );
+                }
+                return outcome;
+            }
+            // The server is re-analysing; give it a moment, then ask again.
+            tokio::select! {
+                _ = cancel.cancelled() => return Err(GateError::Cancelled),
+                _ = tokio::time::sleep(RETRY_PAUSE) => {}
+            }
+        }
+    }
+
+    /// One attempt of [`Server::request`]: readiness, document sync, send, answer.
+    async fn request_once(
+        self: &Arc<Self>,
+        method: &str,
+        params: Option<&RawValue>,
+        named: &[String],
+        cancel: &CancellationToken,
+        wait_until_ready: Option<Duration>,
+    ) -> Result<HostReply, GateError> {
+        // Waiting for readiness and syncing documents can take long; a
+        // cancel meanwhile ends the request before it reaches the server.
+        // (Dropping the preparation is safe: document decisions are made and
+        // sent under a lock, never across an await.)
+        let prepare = async {
+            let connection = self.await_accepting(wait_until_ready).await?;
+            let first_open = self.docs().is_empty();
+            let mut skipped = HashMap::new();
+            for uri in named {
+                if let Some(path) = file_path(uri) {
+                    if let Some(reason) = self.sync_document(&connection, uri, &path).await {
+                        skipped.insert(uri.clone(), reason);
+                    }
+                }
+            }
+            if let Some(wait) = wait_until_ready.filter(|_| first_open && !self.docs().is_empty()) {
+                self.settle_after_first_open(wait).await;
+            }
+            let documents: Vec<DocumentState> = {
+                let docs = self.docs();
+                named
+                    .iter()
+                    .map(|uri| DocumentState {
+                        skipped: skipped.get(uri).copied(),
+                        ..docs.state(uri)
+                    })
+                    .collect()
+            };
+            Ok::<_, GateError>((connection, documents))
+        };
+        let (connection, documents) = tokio::select! {
+            biased;
+            _ = cancel.cancelled() => return Err(GateError::Cancelled),
+            prepared = prepare => prepared?,
+        };
+        let mut pending = connection.request(method, params);
+        let reply = tokio::select! {
+            reply = &mut pending => reply,
+            _ = cancel.cancelled() => cancelled(&mut pending).await,
+        };
+        match reply {
+            // The answer is about text that no longer exists.
+            Reply::Result(_) if self.changed_since(&documents) => Err(GateError::ContentModified),
+            Reply::Result(result) => {
+                self.mark_loaded();
+                Ok(HostReply {
+                    result,
+                    meta: meta_documents(&documents),
+                })
+            }
+            Reply::Error(lsp_error) => Err(GateError::ServerError { lsp_error }),
+            Reply::TooLarge { declared } => Err(GateError::ResponseTooLarge { declared }),
+            Reply::Closed if cancel.is_cancelled() => Err(GateError::Cancelled),
+            Reply::Closed => Err(self.exited()),
+        }
+    }
+
+    /// The server exited before answering; named by name and root.
+    pub(super) fn exited(&self) -> GateError {
+        GateError::ServerExited {
+            server_id: self.spec.server_id.clone(),
+            server: format!("{} at {}", self.spec.config.name, self.spec.root.display()),
+        }
+    }
+
+    /// Whether any of `documents` is at another version (or closed) on the
+    /// server now than when the request was sent.
+    fn changed_since(&self, documents: &[DocumentState]) -> bool {
+        let docs = self.docs();
+        documents
+            .iter()
+            .filter(|d| d.version.is_some())
+            .any(|d| docs.state(&d.uri).version != d.version)
+    }
+
+    /// Disk changes below the server's root: open documents are synced again
+    /// (or closed when gone), and changes that match the server's file
+    /// watchers are sent as one `workspace/didChangeWatchedFiles`.
+    pub async fn on_file_changes(&self, changes: &[(PathBuf, FileChange)]) {
+        let Some(connection) = self.live().connection.clone() else {
+            // Not running: a (re)start reads everything from disk anyway.
+            return;
+        };
+        let affected: Vec<(String, PathBuf)> = {
+            let docs = self.docs();
+            changes
+                .iter()
+                .flat_map(|(path, _)| docs.open_under(path))
+                .collect()
+        };
+        for (uri, path) in affected {
+            self.sync_document(&connection, &uri, &path).await;
+        }
+        let watchers = FileWatchers::new(&self.live().registrations, &self.spec.config.watch_globs);
+        if watchers.is_empty() {
+            return;
+        }
+        let events = watchers.events(&self.spec.root, changes);
+        if !events.is_empty() {
+            let params = json!({ "changes": events });
+            connection.notify("workspace/didChangeWatchedFiles", Some(&raw_json(&params)));
+        }
+    }
+
+    /// Events were lost: check every open document against the disk.
+    pub async fn rescan(&self) {
+        let Some(connection) = self.live().connection.clone() else {
+            return;
+        };
+        let open = self.docs().open_documents();
+        for (uri, path) in open {
+            self.sync_document(&connection, &uri, &path).await;
+        }
+    }
+
+    /// clangd starts its background index only once a first document is open,
+    /// and answers meanwhile from the open files alone (a definition in another
+    /// file lands on the header's declaration). So after a connection's first
+    /// didOpen, a caller that waits for readiness gives the server
+    /// [`FIRST_OPEN_SETTLE`] to report work, then waits for it to finish.
+    async fn settle_after_first_open(&self, wait: Duration) {
+        let mut rx = self.status.subscribe();
+        let busy = tokio::time::timeout(
+            FIRST_OPEN_SETTLE,
+            rx.wait_for(|s| s.state != ServerState::Ready),
+        )
+        .await
+        .is_ok();
+        if busy {
+            // Whatever state it ends in, the request goes on and reports it.
+            let _ = tokio::time::timeout(
+                wait,
+                rx.wait_for(|s| !matches!(s.state, ServerState::Indexing)),
+            )
+            .await;
+        }
+    }
+
+    /// Brings one document on the server in line with the disk. Returns why
+    /// it was skipped, if it was.
+    pub(super) async fn sync_document(
+        &self,
+        connection: &Arc<Connection>,
+        uri: &str,
+        path: &Path,
+    ) -> Option<&'static str> {
+        // The common case, nothing changed, is one stat and sends nothing: no
+        // lock and no trip through the blocking pool (a stat takes microseconds).
+        if let Ok(metadata) = std::fs::metadata(path) {
+            let stamp = Stamp {
+                size: metadata.len(),
+                modified: metadata.modified().ok(),
+            };
+            if metadata.is_file()
+                && metadata.len() <= MAX_DOCUMENT_BYTES
+                && !self.docs().needs_read(uri, stamp, SystemTime::now())
+            {
+                return None;
+            }
+        }
+        // Anything else may send: one disk sync at a time per server, so two
+        // reads of different revisions cannot reach the server out of order.
+        let _serialized = self.disk_sync.lock().await;
+        // Confined at the moment of the read: a directory swapped for a
+        // symlink since the request was checked (or since the document was
+        // opened) makes the read land outside, and it is refused.
+        let read = read_confined(path.to_path_buf(), self.read_allowed(), MAX_DOCUMENT_BYTES).await;
+        let read = match read {
+            Ok(read) => read,
+            Err(error) => {
+                if matches!(error, ReadError::OutsideRoots) {
+                    tracing::warn!(server = %self.spec.config.name, path = %path.display(), "not read: the file now resolves outside the session roots");
+                }
+                // A document that can no longer be read (gone, no longer a
+                // file, grown past the limit, now outside the roots) is
+                // closed rather than left at text the disk no longer has.
+                self.send_all(connection, self.docs().deleted(uri));
+                return Some(error.reason());
+            }
+        };
+        let stamp = read.stamp;
+        if !self.docs().needs_read(uri, stamp, SystemTime::now()) {
+            return None;
+        }
+        let text = read.text;
+        let language_id = self.spec.config.language_id_for(path).to_string();
+        // A server may hold an older disk text of a file it has not been
+        // given (pyright reads every import), and on didOpen it takes the new
+        // text without re-checking the files derived from the old one; disk
+        // events for an open file it ignores. The watcher's event can arrive
+        // after this didOpen, so the server is told first that the file
+        // changed (when it watches such files): at worst a redundant event.
+        let before_open = if self.docs().is_open(uri) {
+            Vec::new()
+        } else {
+            FileWatchers::new(&self.live().registrations, &self.spec.config.watch_globs).events(
+                &self.spec.root,
+                &[(path.to_path_buf(), FileChange::Changed)],
+            )
+        };
+        let mut docs = self.docs();
+        let notes = docs.sync(uri, path.to_path_buf(), &language_id, text, Some(stamp));
+        let opens = notes
+            .iter()
+            .any(|n| matches!(n, DocumentNotification::Open { .. }));
+        if opens && !before_open.is_empty() {
+            let params = json!({ "changes": before_open });
+            connection.notify("workspace/didChangeWatchedFiles", Some(&raw_json(&params)));
+        }
+        self.send_all(connection, notes);
+        None
+    }
+
+    /// Text the editor confirmed writing: update open documents at once.
+    pub fn text_written(&self, path: &Path, text: &str) {
+        let Ok(uri) = url::Url::from_file_path(path) else {
+            return;
+        };
+        let Some(connection) = self.live().connection.clone() else {
+            return;
+        };
+        let config = &self.spec.config;
+        let handled = path
+            .extension()
+            .and_then(|e| e.to_str())
+            .is_some_and(|ext| config.handles_extension(ext));
+        let mut docs = self.docs();
+        let notes = if docs.is_open(uri.as_str()) {
+            docs.written(uri.as_str(), text.to_string())
+        } else if handled && path.starts_with(&self.spec.root) {
+            // Not open yet: the next request would open it from the disk,
+            // which may not have the write. Open it with the written text,
+            // noting the disk as it is now. A small synchronous read (a
+            // regular file under the cap, confined, never a FIFO): the
+            // agent's next request must see the write (LspHost::text_written).
+            let Ok(disk) = read_confined_blocking(path, &self.read_allowed(), MAX_DOCUMENT_BYTES)
+            else {
+                return;
+            };
+            let stamp = disk.stamp;
+            docs.written_unopened(
+                uri.as_str(),
+                path.to_path_buf(),
+                config.language_id_for(path),
+                text.to_string(),
+                stamp,
+                content_hash(&disk.text),
+            )
+        } else {
+            Vec::new()
+        };
+        self.send_all(&connection, notes);
+    }
+
+    /// Sends document notifications in order. Called with the document lock
+    /// held by the caller when order matters (it does for every caller).
+    fn send_all(&self, connection: &Arc<Connection>, notes: Vec<DocumentNotification>) {
+        for note in notes {
+            let (method, params) = match note {
+                DocumentNotification::Open {
+                    uri,
+                    language_id,
+                    version,
+                    text,
+                } => (
+                    "textDocument/didOpen",
+                    json!({"textDocument": {"uri": uri, "languageId": language_id, "version": version, "text": text}}),
+                ),
+                DocumentNotification::Change { uri, version, text } => (
+                    "textDocument/didChange",
+                    json!({"textDocument": {"uri": uri, "version": version}, "contentChanges": [{"text": text}]}),
+                ),
+                DocumentNotification::Close { uri } => (
+                    "textDocument/didClose",
+                    json!({"textDocument": {"uri": uri}}),
+                ),
+            };
+            if let Some(uri) = params["textDocument"]["uri"].as_str() {
+                let mut live = self.live();
+                live.sequence += 1;
+                let sequence = live.sequence;
+                live.sent.insert(uri.to_string(), sequence);
+            }
+            connection.notify(method, Some(&raw_json(&params)));
+        }
+    }
+}
+
+async fn cancelled(pending: &mut PendingRequest) -> Reply {
+    pending.cancel();
+    match tokio::time::timeout(CANCEL_GRACE, &mut *pending).await {
+        Ok(reply) => reply,
+        Err(_) => Reply::Closed,
+    }
+}
+
+fn meta_documents(documents: &[DocumentState]) -> Option<Box<RawValue>> {
+    if documents.is_empty() {
+        return None;
+    }
+    // A struct, not `json!`: its bytes must not depend on whether a
+    // dependency turned on serde_json's `preserve_order`.
+    #[derive(serde::Serialize)]
+    struct Meta<'a> {
+        documents: &'a [DocumentState],
+    }
+    serde_json::value::to_raw_value(&Meta { documents }).ok()
+}
+
+fn file_path(uri: &str) -> Option<PathBuf> {
+    url::Url::parse(uri)
+        .ok()
+        .filter(|u| u.scheme() == "file")
+        .and_then(|u| u.to_file_path().ok())
+}

@@ -1,0 +1,602 @@
+//! Tidy: the import rules ARCHITECTURE.md states, checked on the source
+//! text (in the manner of rust-analyzer's `tidy` tests), so a new circle or
+//! a layer reaching upward fails CI instead of waiting for a reviewer.
+//!
+//! Each file under `src/` (the library; `main.rs` and `src/bin/` are other
+//! crates and reach the library only through its public API) is read with
+//! comments and string literals blanked; every path through `crate::`,
+//! `super::` or `self::` (in `use` trees, braces expanded, and inline in
+//! code) is resolved to the file of the module it names. Code inside a
+//! `#[cfg(test)]` module is left out: tests may reach anywhere. Module files
+//! (`mod.rs`) naming their own children (re-exports) are not edges back.
+//!
+//! The rules:
+//! - `jsonrpc`, `read` and `record` use nothing of ours but themselves.
+//! - `gate` uses only `gate` and `jsonrpc` (an editor host embeds it over
+//!   its own servers; it knows no processes, relay or MCP).
+//! - `lsp` uses no `acp`, `mcp`, `conformance`, `oneshot`, `cli`, `edit`.
+//! - `edit` uses no `acp`, `mcp`, `conformance`, `oneshot`, `cli`, `lsp`.
+//! - No two files of one directory use each other, directly or round a
+//!   longer circle; a subdirectory counts as one file (`lsp/server/` is one
+//!   entry of `lsp/`), and a file may use its own directory's `mod.rs`.
+//! - No two top-level modules use each other, directly or round a circle.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// A module's path from the crate root (`["lsp", "server"]`).
+type ModPath = Vec<String>;
+
+/// Every top-level module, for the leaves that use none of ours.
+const EVERY_OTHER: &[&str] = &[
+    "acp",
+    "agent_process",
+    "cli",
+    "conformance",
+    "edit",
+    "gate",
+    "jsonrpc",
+    "lsp",
+    "mcp",
+    "oneshot",
+    "read",
+    "record",
+];
+
+/// Top-level modules a module may not use, by the ARCHITECTURE's layers.
+const FORBIDDEN: &[(&str, &[&str])] = &[
+    ("jsonrpc", EVERY_OTHER),
+    ("read", EVERY_OTHER),
+    ("record", EVERY_OTHER),
+    (
+        "gate",
+        &[
+            "acp",
+            "agent_process",
+            "cli",
+            "conformance",
+            "edit",
+            "lsp",
+            "mcp",
+            "oneshot",
+            "read",
+            "record",
+        ],
+    ),
+    (
+        "lsp",
+        &["acp", "cli", "conformance", "edit", "mcp", "oneshot"],
+    ),
+    (
+        "edit",
+        &["acp", "cli", "conformance", "lsp", "mcp", "oneshot"],
+    ),
+];
+
+// ---------------------------------------------------------------------------
+// Reading the source
+// ---------------------------------------------------------------------------
+
+/// Every library source file with its module path.
+fn library_files(src: &Path) -> BTreeMap<ModPath, PathBuf> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        let mut entries: Vec<_> = std::fs::read_dir(dir)
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+            .map(|e| e.expect("directory entry").path())
+            .collect();
+        entries.sort();
+        for path in entries {
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(src, &mut files);
+    let mut out = BTreeMap::new();
+    for file in files {
+        let rel = file.strip_prefix(src).expect("under src");
+        let mut parts: Vec<String> = rel
+            .iter()
+            .map(|p| p.to_string_lossy().into_owned())
+            .collect();
+        if parts[0] == "main.rs" || parts[0] == "bin" {
+            continue;
+        }
+        let last = parts.pop().expect("a file name");
+        match last.as_str() {
+            "lib.rs" if parts.is_empty() => {}
+            "mod.rs" => {}
+            name => parts.push(name.trim_end_matches(".rs").to_string()),
+        }
+        out.insert(parts, file);
+    }
+    out
+}
+
+/// The source with comments and the contents of string and char literals
+/// replaced by spaces (newlines kept), so only code is scanned.
+fn code_only(text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    let blank = |c: char| if c == '\n' { '\n' } else { ' ' };
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        let next = chars.get(i + 1).copied();
+        if c == '/' && next == Some('/') {
+            while i < chars.len() && chars[i] != '\n' {
+                out.push(' ');
+                i += 1;
+            }
+        } else if c == '/' && next == Some('*') {
+            let mut depth = 0;
+            while i < chars.len() {
+                if chars[i] == '/' && chars.get(i + 1) == Some(&'*') {
+                    depth += 1;
+                    out.push_str("  ");
+                    i += 2;
+                } else if chars[i] == '*' && chars.get(i + 1) == Some(&'/') {
+                    depth -= 1;
+                    out.push_str("  ");
+                    i += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    out.push(blank(chars[i]));
+                    i += 1;
+                }
+            }
+        } else if c == 'r'
+            && (next == Some('"') || next == Some('#'))
+            && (i == 0 || !is_ident(chars[i - 1]))
+        {
+            // A raw string r"…" or r#"…"#, if that is what follows.
+            let mut j = i + 1;
+            let mut hashes = 0;
+            while chars.get(j) == Some(&'#') {
+                hashes += 1;
+                j += 1;
+            }
+            if chars.get(j) != Some(&'"') {
+                out.push(c);
+                i += 1;
+                continue;
+            }
+            out.push('"');
+            j += 1;
+            let closing: Vec<char> = std::iter::once('"')
+                .chain(std::iter::repeat_n('#', hashes))
+                .collect();
+            while j < chars.len() && !chars[j..].starts_with(&closing) {
+                out.push(blank(chars[j]));
+                j += 1;
+            }
+            out.push('"');
+            i = j + closing.len();
+        } else if c == '"' {
+            out.push('"');
+            i += 1;
+            while i < chars.len() && chars[i] != '"' {
+                if chars[i] == '\\' {
+                    out.push(' ');
+                    i += 1;
+                }
+                if i < chars.len() {
+                    out.push(blank(chars[i]));
+                    i += 1;
+                }
+            }
+            out.push('"');
+            i += 1;
+        } else if c == '\'' && (next == Some('\\') || chars.get(i + 2) == Some(&'\'')) {
+            // A char literal (a lifetime has no closing quote).
+            out.push('\'');
+            i += 1;
+            while i < chars.len() && chars[i] != '\'' {
+                if chars[i] == '\\' {
+                    out.push(' ');
+                    i += 1;
+                }
+                out.push(' ');
+                i += 1;
+            }
+            out.push('\'');
+            i += 1;
+        } else {
+            out.push(c);
+            i += 1;
+        }
+    }
+    out
+}
+
+fn is_ident(c: char) -> bool {
+    c.is_alphanumeric() || c == '_'
+}
+
+/// The code's tokens: identifiers, `::`, and single punctuation characters.
+fn tokens(code: &str) -> Vec<String> {
+    let chars: Vec<char> = code.chars().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if c.is_whitespace() {
+            i += 1;
+        } else if is_ident(c) {
+            let start = i;
+            while i < chars.len() && is_ident(chars[i]) {
+                i += 1;
+            }
+            out.push(chars[start..i].iter().collect());
+        } else if c == ':' && chars.get(i + 1) == Some(&':') {
+            out.push("::".into());
+            i += 2;
+        } else {
+            out.push(c.to_string());
+            i += 1;
+        }
+    }
+    out
+}
+
+/// Expands a `use` tree starting at `tokens[*at]` into full paths, leaving
+/// `*at` after the tree.
+fn use_tree(tokens: &[String], at: &mut usize, prefix: &[String], out: &mut Vec<Vec<String>>) {
+    let mut path = prefix.to_vec();
+    while *at < tokens.len() {
+        let token = tokens[*at].as_str();
+        match token {
+            "{" => {
+                *at += 1;
+                loop {
+                    use_tree(tokens, at, &path, out);
+                    match tokens.get(*at).map(String::as_str) {
+                        Some(",") => {
+                            *at += 1;
+                            if tokens.get(*at).map(String::as_str) == Some("}") {
+                                *at += 1;
+                                return;
+                            }
+                        }
+                        Some("}") => {
+                            *at += 1;
+                            return;
+                        }
+                        _ => return,
+                    }
+                }
+            }
+            "::" => *at += 1,
+            "as" => {
+                *at += 2;
+                break;
+            }
+            "*" => {
+                *at += 1;
+                break;
+            }
+            "," | "}" | ";" => break,
+            // `a::{self, …}` names `a` itself.
+            "self" if !path.is_empty() => *at += 1,
+            ident => {
+                path.push(ident.to_string());
+                *at += 1;
+            }
+        }
+    }
+    out.push(path);
+}
+
+/// The paths one file names through `crate::`, `super::` or `self::`, each
+/// with the module it is written in (an inline module's path included), and
+/// whether it is written inside a `#[cfg(test)]` module.
+fn named_paths(module: &ModPath, code: &str) -> Vec<(ModPath, Vec<String>)> {
+    let tokens = tokens(code);
+    let mut out = Vec::new();
+    // Inline modules open at a brace depth: (name, depth, is a test module).
+    let mut inline: Vec<(String, usize, bool)> = Vec::new();
+    let mut depth = 0usize;
+    let mut cfg_test_pending = false;
+    let mut i = 0;
+    while i < tokens.len() {
+        let token = tokens[i].as_str();
+        let here = || {
+            let mut m = module.clone();
+            m.extend(inline.iter().map(|(name, _, _)| name.clone()));
+            m
+        };
+        let in_test = inline.iter().any(|(_, _, test)| *test);
+        match token {
+            "#" if tokens.get(i + 1).map(String::as_str) == Some("[") => {
+                let attr: Vec<&str> = tokens[i + 2..]
+                    .iter()
+                    .take_while(|t| t.as_str() != "]")
+                    .map(String::as_str)
+                    .collect();
+                if attr == ["cfg", "(", "test", ")"] {
+                    cfg_test_pending = true;
+                }
+                i += 2 + attr.len() + 1;
+                continue;
+            }
+            "mod"
+                if tokens.get(i + 2).map(String::as_str) == Some("{")
+                    && tokens.get(i + 1).is_some_and(|t| t.chars().all(is_ident)) =>
+            {
+                inline.push((tokens[i + 1].clone(), depth, cfg_test_pending || in_test));
+                cfg_test_pending = false;
+                depth += 1;
+                i += 3;
+                continue;
+            }
+            "{" => depth += 1,
+            "}" => {
+                depth -= 1;
+                if inline.last().is_some_and(|(_, d, _)| *d == depth) {
+                    inline.pop();
+                }
+            }
+            "use" => {
+                let mut at = i + 1;
+                let mut paths = Vec::new();
+                use_tree(&tokens, &mut at, &[], &mut paths);
+                if !in_test {
+                    let m = here();
+                    out.extend(paths.into_iter().map(|p| (m.clone(), p)));
+                }
+                i = at;
+                continue;
+            }
+            "crate" | "super" | "self"
+                if tokens.get(i + 1).map(String::as_str) == Some("::")
+                    && (i == 0 || tokens[i - 1] != "::") =>
+            {
+                let mut path = vec![token.to_string()];
+                let mut at = i + 1;
+                while tokens.get(at).map(String::as_str) == Some("::")
+                    && tokens.get(at + 1).is_some_and(|t| t.chars().all(is_ident))
+                {
+                    path.push(tokens[at + 1].clone());
+                    at += 2;
+                }
+                if !in_test {
+                    out.push((here(), path));
+                }
+                i = at;
+                continue;
+            }
+            ";" | "fn" | "struct" | "enum" | "impl" | "const" | "static" | "type" | "trait" => {
+                cfg_test_pending = false
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    out
+}
+
+/// The module a path names, from the module it is written in; `None` for
+/// paths that are not ours (`std::…`, a crate's).
+fn resolve(written_in: &ModPath, path: &[String]) -> Option<ModPath> {
+    let mut base = written_in.clone();
+    let mut rest = path;
+    match rest.first().map(String::as_str) {
+        Some("crate") => {
+            base.clear();
+            rest = &rest[1..];
+        }
+        Some("super") | Some("self") => {
+            while let Some(first) = rest.first() {
+                match first.as_str() {
+                    "super" => {
+                        base.pop()?;
+                    }
+                    "self" => {}
+                    _ => break,
+                }
+                rest = &rest[1..];
+            }
+        }
+        _ => return None,
+    }
+    base.extend(rest.iter().cloned());
+    Some(base)
+}
+
+/// The file-level dependency graph of the library: file module → the file
+/// modules it uses.
+fn graph(src: &Path) -> BTreeMap<ModPath, BTreeSet<ModPath>> {
+    let files = library_files(src);
+    let mut edges: BTreeMap<ModPath, BTreeSet<ModPath>> = BTreeMap::new();
+    for (module, file) in &files {
+        let text = std::fs::read_to_string(file).expect("source is UTF-8");
+        let targets = edges.entry(module.clone()).or_default();
+        for (written_in, path) in named_paths(module, &code_only(&text)) {
+            let Some(mut target) = resolve(&written_in, &path) else {
+                continue;
+            };
+            // The longest prefix that is a file: items live in their file.
+            while !target.is_empty() && !files.contains_key(&target) {
+                target.pop();
+            }
+            let is_own_child = target.len() > module.len() && target.starts_with(module);
+            if target != *module && !target.is_empty() && !is_own_child {
+                targets.insert(target);
+            }
+        }
+    }
+    edges
+}
+
+fn src_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+fn show(module: &ModPath) -> String {
+    module.join("::")
+}
+
+// ---------------------------------------------------------------------------
+// The rules
+// ---------------------------------------------------------------------------
+
+#[test]
+fn layers_use_only_what_is_below_them() {
+    let graph = graph(&src_dir());
+    let mut broken = Vec::new();
+    for (from, targets) in &graph {
+        let Some(top) = from.first() else { continue };
+        let Some((_, forbidden)) = FORBIDDEN.iter().find(|(layer, _)| layer == top) else {
+            continue;
+        };
+        for to in targets {
+            if to[0] != *top && forbidden.contains(&to[0].as_str()) {
+                broken.push(format!("{} uses {}", show(from), show(to)));
+            }
+        }
+    }
+    assert!(
+        broken.is_empty(),
+        "imports against ARCHITECTURE's layers:\n  {}",
+        broken.join("\n  ")
+    );
+}
+
+/// The graph between the entries (files and subdirectories) of the
+/// directory `dir`: a file deeper down stands for the entry it is under;
+/// uses of `dir`'s own `mod.rs`, and inside one entry, are not edges here.
+fn entries_graph(
+    graph: &BTreeMap<ModPath, BTreeSet<ModPath>>,
+    dir: &[String],
+) -> BTreeMap<ModPath, BTreeSet<ModPath>> {
+    let entry =
+        |m: &ModPath| (m.len() > dir.len() && m.starts_with(dir)).then(|| m[..=dir.len()].to_vec());
+    let mut out: BTreeMap<ModPath, BTreeSet<ModPath>> = BTreeMap::new();
+    for (from, targets) in graph {
+        let Some(from) = entry(from) else { continue };
+        for to in targets.iter().filter_map(&entry) {
+            if to != from {
+                out.entry(from.clone()).or_default().insert(to);
+            }
+        }
+    }
+    out
+}
+
+/// Circles in a graph (each listed once, from its smallest node).
+fn circles(graph: &BTreeMap<ModPath, BTreeSet<ModPath>>) -> Vec<Vec<ModPath>> {
+    let mut found = BTreeSet::new();
+    for start in graph.keys() {
+        // Depth-first search for paths back to `start` through nodes after it.
+        let mut stack = vec![(start.clone(), vec![start.clone()])];
+        while let Some((at, path)) = stack.pop() {
+            for next in graph.get(&at).into_iter().flatten() {
+                if next == start {
+                    found.insert(path.clone());
+                } else if next > start && !path.contains(next) {
+                    let mut longer = path.clone();
+                    longer.push(next.clone());
+                    stack.push((next.clone(), longer));
+                }
+            }
+        }
+    }
+    found.into_iter().collect()
+}
+
+/// The circles between the entries of every directory that `keep` accepts.
+fn circles_in(keep: impl Fn(&[String]) -> bool) -> Vec<String> {
+    let graph = graph(&src_dir());
+    let dirs: BTreeSet<ModPath> = graph
+        .keys()
+        .flat_map(|m| (0..m.len()).map(|n| m[..n].to_vec()))
+        .filter(|dir| keep(dir))
+        .collect();
+    dirs.iter()
+        .flat_map(|dir| circles(&entries_graph(&graph, dir)))
+        .map(|circle| {
+            let mut names: Vec<String> = circle.iter().map(show).collect();
+            names.push(names[0].clone());
+            names.join(" → ")
+        })
+        .collect()
+}
+
+const BREAK_IT: &str = "break the circle: move what both need into its own file, or down a layer";
+
+#[test]
+fn no_circles_between_the_files_of_a_directory() {
+    let found = circles_in(|dir| !dir.is_empty());
+    assert!(
+        found.is_empty(),
+        "files that use each other ({BREAK_IT}):\n  {}",
+        found.join("\n  ")
+    );
+}
+
+#[test]
+fn no_circles_between_top_level_modules() {
+    let found = circles_in(|dir| dir.is_empty());
+    assert!(
+        found.is_empty(),
+        "top-level modules that use each other ({BREAK_IT}):\n  {}",
+        found.join("\n  ")
+    );
+}
+
+/// The checker itself: it sees the edges it must see.
+#[test]
+fn the_checker_reads_use_trees_inline_paths_and_test_modules() {
+    let code = code_only(
+        r##"
+use super::config::ServerConfig;
+use crate::{gate::{self, GateError}, jsonrpc::*};
+pub(crate) use super::watch::{
+    FileChange as Change,
+};
+// use crate::mcp::Hidden;
+const S: &str = "crate::acp::InAString";
+const R: &str = r#"use crate::cli::InARawString;"#;
+fn f<'a>(x: &'a str) -> char { let _ = crate::record::Recorder::new; 'x' }
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conformance::OnlyInTests;
+}
+mod inner {
+    use super::super::documents::DocumentTable;
+}
+"##,
+    );
+    let module: ModPath = vec!["lsp".into(), "server".into()];
+    let named: BTreeSet<ModPath> = named_paths(&module, &code)
+        .iter()
+        .filter_map(|(written_in, path)| resolve(written_in, path))
+        .collect();
+    let expect = |path: &str| -> ModPath { path.split("::").map(String::from).collect() };
+    for path in [
+        "lsp::config::ServerConfig",
+        "gate",
+        "gate::GateError",
+        "jsonrpc",
+        "lsp::watch::FileChange",
+        "record::Recorder::new",
+        "lsp::documents::DocumentTable",
+    ] {
+        assert!(
+            named.contains(&expect(path)),
+            "{path} not seen in {named:?}"
+        );
+    }
+    for module in ["mcp", "acp", "cli", "conformance"] {
+        assert!(
+            !named.iter().any(|p| p[0] == module),
+            "{module} seen in a comment, a string or a test module: {named:?}"
+        );
+    }
+}
