@@ -9,60 +9,19 @@ use acp_lsp::gate::ServerState;
 use acp_lsp::lsp::registry::RegistryOptions;
 use acp_lsp::lsp::server::MAX_CRASHES;
 use serde_json::Value;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use support::captured_log::CapturedLog;
 use support::fake::FakeServer;
 
 /// Longest wait for the crash loop to end in `failed` (five crashes with backoff).
 const STATE_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// Log lines written while it is alive, as JSON objects (one per event).
-#[derive(Clone, Default)]
-struct CapturedLog(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for CapturedLog {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl CapturedLog {
-    fn events(&self) -> Vec<Value> {
-        let bytes = self
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        String::from_utf8_lossy(&bytes)
-            .lines()
-            .map(|line| {
-                serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
-            })
-            .collect()
-    }
-}
 
 /// The crash loop's story at `info`: each spawn, each restart with why,
 ///     and the failure (a current-thread runtime: the supervisor's lines are
 ///     written on this thread, to this test's subscriber).
 #[tokio::test]
 async fn a_crash_loop_logs_each_restart_with_why_and_the_failure() {
-    let log = CapturedLog::default();
-    let writer = log.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .json()
-        .flatten_event(true)
-        .with_max_level(tracing::Level::INFO)
-        .with_writer(move || writer.clone())
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let (log, _guard) = CapturedLog::install(tracing::Level::INFO);
     let (fake, _) = FakeServer::start(
         "crash_on_start",
         RegistryOptions::default(),

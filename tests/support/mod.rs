@@ -1,6 +1,7 @@
 //! Helpers shared by the integration tests. Each test crate uses a subset.
 #![allow(dead_code)]
 
+pub mod captured_log;
 pub mod fake;
 pub mod procfs;
 pub mod recorded;
