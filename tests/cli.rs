@@ -899,15 +899,7 @@ async fn servers_reports_a_rustup_stub_and_its_fix() {
     // rustup's stub, first on PATH.
     let stub_dir = project.dir.path().join("stub-bin");
     std::fs::create_dir_all(&stub_dir).expect("create the stub directory");
-    let stub = stub_dir.join("rust-analyzer");
-    std::fs::write(
-        &stub,
-        "#!/bin/sh\necho \"error: Unknown binary 'rust-analyzer' in official toolchain \
-         'stable-x86_64-unknown-linux-gnu'.\" >&2\nexit 1\n",
-    )
-    .expect("write the stub");
-    std::fs::set_permissions(&stub, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-        .expect("make the stub executable");
+    let stub = support::write_rustup_stub(&stub_dir);
     let path = format!(
         "{}:{}",
         stub_dir.display(),

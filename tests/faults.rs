@@ -427,15 +427,7 @@ async fn crash_loop_ends_in_failed_and_requests_fail_fast() {
 #[tokio::test]
 async fn a_rustup_stub_fails_at_once_with_the_fix() {
     let fake = Fake::start("", |server, outside| {
-        let stub = outside.join("rust-analyzer");
-        std::fs::write(
-            &stub,
-            "#!/bin/sh\necho \"error: Unknown binary 'rust-analyzer' in official toolchain \
-             'stable-x86_64-unknown-linux-gnu'.\" >&2\nexit 1\n",
-        )
-        .expect("write the stub");
-        std::fs::set_permissions(&stub, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-            .expect("make the stub executable");
+        let stub = support::write_rustup_stub(outside);
         server.command = stub.display().to_string();
     })
     .await;

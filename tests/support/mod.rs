@@ -106,3 +106,18 @@ pub fn write_compile_commands(root: &Path) {
     )
     .expect("write compile_commands.json");
 }
+
+/// Writes, as `dir/rust-analyzer`, what rustup puts on PATH for a toolchain
+/// without the rust-analyzer component: a program that says so and exits 1.
+pub fn write_rustup_stub(dir: &Path) -> PathBuf {
+    let stub = dir.join("rust-analyzer");
+    std::fs::write(
+        &stub,
+        "#!/bin/sh\necho \"error: Unknown binary 'rust-analyzer' in official toolchain \
+         'stable-x86_64-unknown-linux-gnu'.\" >&2\nexit 1\n",
+    )
+    .expect("write the stub");
+    std::fs::set_permissions(&stub, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("make the stub executable");
+    stub
+}
