@@ -7,7 +7,9 @@
 //! the last of duplicate members, escapes in keys and values. So
 //! [`member_strings`] reads every such way at once and returns all readings.
 
+use memchr::memmem;
 use std::borrow::Cow;
+use std::sync::LazyLock;
 
 /// The raw text of top-level member `key` when its value is a string, number
 /// or literal. Returns `None` when the key is absent or the scan gets lost.
@@ -133,28 +135,30 @@ pub fn member_strings(bytes: &[u8], key: &str) -> Vec<String> {
 /// with every other escape decoded and invalid UTF-8 replaced) can name one
 /// either. False means "maybe": parse the line.
 pub fn plainly_not_ours(line: &[u8]) -> bool {
+    // `"id"` inside a string is `\"id\"`, so a hit is a key or a false
+    // alarm (a parse), never a miss. Searching for it alone is much cheaper
+    // than stopping at every quote.
+    static ID_KEY: LazyLock<memmem::Finder<'static>> =
+        LazyLock::new(|| memmem::Finder::new(b"\"id\""));
+    if ID_KEY.find(line).is_some() {
+        return false;
+    }
     // The end of the escape pair last seen: its second byte is not a
     // delimiter.
     let mut escaped_until = 0;
-    for i in memchr::memchr3_iter(b'\\', b'/', b'"', line) {
+    for i in memchr::memchr2_iter(b'\\', b'/', line) {
         if i < escaped_until {
             continue;
         }
-        match line[i] {
-            b'\\' => match line.get(i + 1) {
+        if line[i] == b'\\' {
+            match line.get(i + 1) {
                 Some(b'n' | b't' | b'r' | b'b' | b'f' | b'"' | b'\\') => escaped_until = i + 2,
                 _ => return false,
-            },
-            b'/' => {
-                let before = &line[..i];
-                if before.ends_with(b"lsp") || before.ends_with(b"fs") || before.ends_with(b"$") {
-                    return false;
-                }
             }
-            _ => {
-                if line[i + 1..].starts_with(b"id\"") {
-                    return false;
-                }
+        } else {
+            let before = &line[..i];
+            if before.ends_with(b"lsp") || before.ends_with(b"fs") || before.ends_with(b"$") {
+                return false;
             }
         }
     }
