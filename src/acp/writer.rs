@@ -133,7 +133,13 @@ async fn write_lines_batch<W: AsyncWrite + Unpin>(
     bytes: &[u8],
     recorder: &Option<(Recorder, Direction)>,
 ) -> std::io::Result<()> {
-    out.write_all(bytes).await?;
+    if out.buffer().is_empty() {
+        // Nothing is waiting before it: a batch (up to a read's worth) goes
+        // straight out instead of being copied into the buffer first.
+        out.get_mut().write_all(bytes).await?;
+    } else {
+        out.write_all(bytes).await?;
+    }
     if let Some((rec, dir)) = recorder {
         for line in bytes
             .strip_suffix(b"\n")
