@@ -137,7 +137,10 @@ proptest! {
                 max_line,
             );
             let mut out = Vec::new();
-            while let Some(chunk) = reader.next().await.expect("in-memory reads do not fail") {
+            // Both readings: line by line, and a batch of whole lines per read.
+            loop {
+                let chunk = if step % 2 == 0 { reader.next_batch().await } else { reader.next().await };
+                let Some(chunk) = chunk.expect("in-memory reads do not fail") else { break };
                 out.push(chunk);
             }
             out
@@ -152,6 +155,13 @@ proptest! {
                     if *terminated {
                         rebuilt.push(b'\n');
                     }
+                }
+                LineChunk::Lines(bytes) => {
+                    prop_assert!(bytes.ends_with(b"\n"));
+                    for line in bytes[..bytes.len() - 1].split(|b| *b == b'\n') {
+                        prop_assert!(line.len() <= max_line, "a whole line over the limit");
+                    }
+                    rebuilt.extend_from_slice(bytes);
                 }
                 LineChunk::Fragment { bytes, last, terminated } => {
                     prop_assert!(!bytes.contains(&b'\n'));

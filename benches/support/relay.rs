@@ -9,8 +9,9 @@
 //!   agent → editor (the suite sends a request, the agent answers) and agent →
 //!   editor → agent (`bench/pingBack`: the agent sends requests one at a time;
 //!   the time from our answer to its next request is one round trip). The
-//!   baseline is the same agent on plain pipes; the same agent behind
-//!   `cat | agent | cat` is shown too: what any extra pipe hop costs here.
+//!   ratio and target are against the same agent behind `cat | agent | cat`
+//!   (what any relay process costs here, issue 16); the same agent on plain
+//!   pipes is shown too.
 
 use super::{acp_lsp_bin, fake_bin, median, micros, percentile, Table, Verdict};
 use anyhow::{bail, ensure, Context, Result};
@@ -22,6 +23,9 @@ use std::time::{Duration, Instant};
 /// Lines of the small-message stream (~200 B each: 100 MB).
 const SMALL_LINES: usize = 500_000;
 const SMALL_LINE: usize = 200;
+/// Lines of the medium-message stream (1 KiB each: 100 MiB).
+const MEDIUM_LINES: usize = 102_400;
+const MEDIUM_LINE: usize = 1024;
 /// Lines of the large-message stream (64 KiB each: 200 MiB).
 const LARGE_LINES: usize = 3_200;
 const LARGE_LINE: usize = 64 * 1024;
@@ -36,10 +40,14 @@ const RTT_WARMUP: usize = 200;
 /// Most lines read while waiting for one answer (the agent sends nothing else).
 const MAX_STRAY_LINES: usize = 16;
 
-/// Target: the proxy's throughput at least this fraction of the plain pipe's.
-const THROUGHPUT_TARGET: f64 = 0.5;
-/// Target: median µs added per round trip.
-const RTT_TARGET_US: f64 = 20.0;
+/// Targets (issue 16): the proxy's throughput at least this fraction of the
+/// plain pipe's, for 200 B lines and for longer ones.
+const SMALL_THROUGHPUT_TARGET: f64 = 0.8;
+const THROUGHPUT_TARGET: f64 = 0.9;
+/// Target: the proxy's median round trip at most this multiple of the same
+/// agent behind a `cat` relay (any relay process adds the pipe hops and
+/// wakeups; this is what acp-lsp may add on top).
+const RTT_TARGET_VS_CAT: f64 = 1.2;
 
 pub fn run(table: &Table) -> Result<()> {
     let dir = tempfile::tempdir()?;
@@ -55,6 +63,16 @@ pub fn run(table: &Table) -> Result<()> {
         "small (200 B)",
         SMALL_LINE,
         SMALL_LINES,
+        SMALL_THROUGHPUT_TARGET,
+    )?;
+    throughput(
+        table,
+        dir.path(),
+        &config_home,
+        "1 KiB",
+        MEDIUM_LINE,
+        MEDIUM_LINES,
+        THROUGHPUT_TARGET,
     )?;
     throughput(
         table,
@@ -63,6 +81,7 @@ pub fn run(table: &Table) -> Result<()> {
         "64 KiB",
         LARGE_LINE,
         LARGE_LINES,
+        THROUGHPUT_TARGET,
     )?;
     Ok(())
 }
@@ -134,6 +153,7 @@ fn throughput(
     label: &str,
     line_len: usize,
     count: usize,
+    target: f64,
 ) -> Result<()> {
     let file = dir.join(format!("stream-{line_len}.ndjson"));
     {
@@ -174,8 +194,8 @@ fn throughput(
         describe(t_ours),
         format!("{} (cat FILE piped to cat)", describe(t_direct)),
         Some(ratio),
-        format!("≥ {THROUGHPUT_TARGET}× pipe"),
-        Verdict::of(ratio >= THROUGHPUT_TARGET),
+        format!("≥ {target}× pipe"),
+        Verdict::of(ratio >= target),
     );
     std::fs::remove_file(&file)?;
     Ok(())
@@ -347,9 +367,9 @@ fn round_trips(table: &Table, config_home: &Path) -> Result<()> {
                 percentile(base, 99.0),
                 percentile(cat, 99.0)
             ),
-            Some(m_ours / m_base),
-            format!("≤ +{RTT_TARGET_US} µs"),
-            Verdict::of(added <= RTT_TARGET_US),
+            Some(m_ours / m_cat),
+            format!("≤ {RTT_TARGET_VS_CAT}× cat relay"),
+            Verdict::of(m_ours <= RTT_TARGET_VS_CAT * m_cat),
         );
     }
     Ok(())

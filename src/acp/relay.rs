@@ -278,7 +278,7 @@ impl<H: LspHost> Relay<H> {
         // The agent's line being streamed, if any (see `on_agent_fragment`).
         let mut streamed = Streamed::default();
         loop {
-            let chunk = match reader.next().await {
+            let chunk = match reader.next_batch().await {
                 Ok(Some(chunk)) => chunk,
                 Ok(None) => return RelayEnd::AgentClosed,
                 Err(e) => {
@@ -287,6 +287,7 @@ impl<H: LspHost> Relay<H> {
                 }
             };
             let sent = match chunk {
+                LineChunk::Lines(bytes) => self.on_lines(side, bytes).await,
                 LineChunk::Line { bytes, terminated } => {
                     self.record_in(side, &bytes, false);
                     self.on_line(side, bytes, terminated).await
@@ -383,6 +384,43 @@ impl<H: LspHost> Relay<H> {
             *streamed = Streamed::default();
         }
         sent
+    }
+
+    /// Handles the whole lines one read brought in, each with its `\n`. Runs
+    /// of lines that are plainly not ours ([`shallow::plainly_not_ours`]: no
+    /// id, no gate, `fs/*` or cancel method in any reading) leave as one
+    /// message, the bytes as read; every other line goes through
+    /// [`Relay::on_line`] in its place, so the order is kept. Returns false
+    /// when the output is gone.
+    async fn on_lines(self: &Arc<Self>, side: Side, bytes: Bytes) -> bool {
+        let mut run_start = 0;
+        let mut start = 0;
+        for end in memchr::memchr_iter(b'\n', &bytes) {
+            let line = &bytes[start..end];
+            self.record_in(side, line, false);
+            if !shallow::plainly_not_ours(line) {
+                if run_start < start
+                    && self
+                        .sink(side)
+                        .send(Outgoing::Lines(bytes.slice(run_start..start)))
+                        .await
+                        .is_err()
+                {
+                    return false;
+                }
+                if !self.on_line(side, bytes.slice(start..end), true).await {
+                    return false;
+                }
+                run_start = end + 1;
+            }
+            start = end + 1;
+        }
+        run_start == start
+            || self
+                .sink(side)
+                .send(Outgoing::Lines(bytes.slice(run_start..start)))
+                .await
+                .is_ok()
     }
 
     /// Handles one whole line. Returns false when the output is gone.

@@ -18,6 +18,9 @@ const WRITE_BUFFER: usize = 64 * 1024;
 pub enum Outgoing {
     /// A whole line; `terminated` is false only for a last line that had no newline.
     Line { bytes: Bytes, terminated: bool },
+    /// Whole lines forwarded as read, each with its `\n` (one message per
+    /// read instead of one per line).
+    Lines(Bytes),
     /// Part of a line streamed through uninspected.
     Fragment {
         bytes: Bytes,
@@ -48,16 +51,25 @@ pub async fn write_lines<W: AsyncWrite + Unpin>(
 ) -> std::io::Result<()> {
     let mut out = BufWriter::with_capacity(WRITE_BUFFER, output);
     let mut mid_line = false;
-    let mut deferred: VecDeque<Bytes> = VecDeque::new();
+    // Lines queued while a streamed line was unfinished, with whether a
+    // newline must follow (a `Lines` batch carries its own).
+    let mut deferred: VecDeque<(Bytes, bool)> = VecDeque::new();
     while let Some(first) = rx.recv().await {
         let mut next = Some(first);
         while let Some(item) = next.take() {
             match item {
                 Outgoing::Line { bytes, terminated } => {
                     if mid_line {
-                        deferred.push_back(bytes);
+                        deferred.push_back((bytes, true));
                     } else {
                         write_line(&mut out, &bytes, terminated, &recorder).await?;
+                    }
+                }
+                Outgoing::Lines(bytes) => {
+                    if mid_line {
+                        deferred.push_back((bytes, false));
+                    } else {
+                        write_lines_batch(&mut out, &bytes, &recorder).await?;
                     }
                 }
                 Outgoing::Fragment {
@@ -74,8 +86,12 @@ pub async fn write_lines<W: AsyncWrite + Unpin>(
                         if terminated {
                             out.write_all(b"\n").await?;
                         }
-                        while let Some(line) = deferred.pop_front() {
-                            write_line(&mut out, &line, true, &recorder).await?;
+                        while let Some((line, newline)) = deferred.pop_front() {
+                            if newline {
+                                write_line(&mut out, &line, true, &recorder).await?;
+                            } else {
+                                write_lines_batch(&mut out, &line, &recorder).await?;
+                            }
                         }
                     }
                 }
@@ -110,6 +126,32 @@ async fn write_line<W: AsyncWrite + Unpin>(
     Ok(())
 }
 
+/// Writes a batch of whole lines (each ending in `\n`); the recorder still
+/// sees one message per line.
+async fn write_lines_batch<W: AsyncWrite + Unpin>(
+    out: &mut BufWriter<W>,
+    bytes: &[u8],
+    recorder: &Option<(Recorder, Direction)>,
+) -> std::io::Result<()> {
+    if out.buffer().is_empty() {
+        // Nothing is waiting before it: a batch (up to a read's worth) goes
+        // straight out instead of being copied into the buffer first.
+        out.get_mut().write_all(bytes).await?;
+    } else {
+        out.write_all(bytes).await?;
+    }
+    if let Some((rec, dir)) = recorder {
+        for line in bytes
+            .strip_suffix(b"\n")
+            .unwrap_or(bytes)
+            .split(|b| *b == b'\n')
+        {
+            rec.message(dir, line);
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -128,6 +170,9 @@ mod tests {
         .await
         .unwrap();
         tx.send(Outgoing::line(&b"{\"own\":1}"[..])).await.unwrap();
+        tx.send(Outgoing::Lines(Bytes::from_static(b"b1\nb2\n")))
+            .await
+            .unwrap();
         tx.send(Outgoing::Fragment {
             bytes: Bytes::from_static(b"BBBB"),
             last: true,
@@ -140,6 +185,6 @@ mod tests {
         writer.await.unwrap().unwrap();
         let mut text = String::new();
         reader.read_to_string(&mut text).await.unwrap();
-        assert_eq!(text, "AAAABBBB\n{\"own\":1}\nafter\n");
+        assert_eq!(text, "AAAABBBB\n{\"own\":1}\nb1\nb2\nafter\n");
     }
 }

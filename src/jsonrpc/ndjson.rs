@@ -2,6 +2,8 @@
 //!
 //! The reader hands out whole lines up to a limit; a longer line is handed out
 //! in fragments so it can be streamed through without being held in memory.
+//! [`LineReader::next_batch`] hands out every whole line a read brought in as
+//! one piece, so a relay pays per read, not per line, on plain traffic.
 
 use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt};
@@ -21,6 +23,9 @@ pub enum LineChunk {
         last: bool,
         terminated: bool,
     },
+    /// One or more whole lines, each with its `\n` (from
+    /// [`LineReader::next_batch`] only).
+    Lines(Bytes),
 }
 
 /// Reads newline-delimited frames.
@@ -49,9 +54,27 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
 
     /// The next line or fragment; `None` at end of input.
     pub async fn next(&mut self) -> std::io::Result<Option<LineChunk>> {
+        self.read_chunk(false).await
+    }
+
+    /// As [`LineReader::next`], but every whole line already read is handed
+    /// out at once as [`LineChunk::Lines`]. Lines are the same as `next`
+    /// would give: a line too long to inspect still comes in fragments, a
+    /// last line without a newline as a `Line`.
+    pub async fn next_batch(&mut self) -> std::io::Result<Option<LineChunk>> {
+        self.read_chunk(true).await
+    }
+
+    async fn read_chunk(&mut self, batch: bool) -> std::io::Result<Option<LineChunk>> {
         loop {
             if let Some(pos) = memchr::memchr(b'\n', &self.buf[self.scanned..]) {
                 let end = self.scanned + pos;
+                if batch && !self.streaming {
+                    // Every whole line in the buffer, newlines included.
+                    let last = memchr::memrchr(b'\n', &self.buf[end..]).map_or(end, |p| end + p);
+                    self.scanned = 0;
+                    return Ok(Some(LineChunk::Lines(self.buf.split_to(last + 1).freeze())));
+                }
                 let bytes = self.buf.split_to(end).freeze();
                 let _newline = self.buf.split_to(1);
                 self.scanned = 0;
@@ -119,6 +142,10 @@ mod tests {
     use tokio::io::AsyncWriteExt;
 
     async fn collect(input: Vec<Vec<u8>>, max_line: usize) -> Vec<LineChunk> {
+        collect_with(input, max_line, false).await
+    }
+
+    async fn collect_with(input: Vec<Vec<u8>>, max_line: usize, batch: bool) -> Vec<LineChunk> {
         let (mut tx, rx) = tokio::io::duplex(7);
         let writer = tokio::spawn(async move {
             for chunk in input {
@@ -127,7 +154,13 @@ mod tests {
         });
         let mut reader = LineReader::new(rx, max_line);
         let mut out = Vec::new();
-        while let Some(chunk) = reader.next().await.unwrap() {
+        loop {
+            let chunk = if batch {
+                reader.next_batch().await.unwrap()
+            } else {
+                reader.next().await.unwrap()
+            };
+            let Some(chunk) = chunk else { break };
             out.push(chunk);
         }
         writer.await.unwrap();
@@ -155,6 +188,7 @@ mod tests {
                         out.push(b'\n');
                     }
                 }
+                LineChunk::Lines(bytes) => out.extend_from_slice(bytes),
             }
         }
         out
@@ -167,6 +201,7 @@ mod tests {
             .iter()
             .map(|c| match c {
                 LineChunk::Line { bytes, terminated } => (bytes.to_vec(), *terminated),
+                LineChunk::Lines(_) => panic!("no batches from next"),
                 other => panic!("unexpected {other:?}"),
             })
             .collect();
@@ -189,6 +224,7 @@ mod tests {
         assert!(chunks.iter().all(|c| match c {
             LineChunk::Fragment { bytes, .. } => bytes.len() <= 100,
             LineChunk::Line { bytes, .. } => bytes.as_ref() == b"short",
+            LineChunk::Lines(_) => false,
         }));
         assert!(matches!(chunks.last(), Some(LineChunk::Line { .. })));
         assert!(chunks
@@ -203,6 +239,7 @@ mod tests {
             lines in proptest::collection::vec("[a-z{}\":,]{0,40}", 0..20),
             cuts in proptest::collection::vec(0usize..400, 0..30),
             max_line in 8usize..64,
+            batch in any::<bool>(),
         ) {
             let mut input = Vec::new();
             for line in &lines {
@@ -220,12 +257,17 @@ mod tests {
             }
             pieces.push(input[start..].to_vec());
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-            let chunks = rt.block_on(collect(pieces, max_line));
+            let chunks = rt.block_on(collect_with(pieces, max_line, batch));
             prop_assert_eq!(reassemble(&chunks), input);
-            // Every line short enough to inspect arrives whole.
-            let whole: Vec<Vec<u8>> = chunks.iter().filter_map(|c| match c {
-                LineChunk::Line { bytes, .. } => Some(bytes.to_vec()),
-                _ => None,
+            // Every line short enough to inspect arrives whole (alone, or
+            // in a batch of whole lines each ending in its newline).
+            let whole: Vec<Vec<u8>> = chunks.iter().flat_map(|c| match c {
+                LineChunk::Line { bytes, .. } => vec![bytes.to_vec()],
+                LineChunk::Lines(bytes) => {
+                    assert!(bytes.ends_with(b"\n"));
+                    bytes[..bytes.len() - 1].split(|b| *b == b'\n').map(<[u8]>::to_vec).collect()
+                }
+                LineChunk::Fragment { .. } => vec![],
             }).collect();
             let expected: Vec<Vec<u8>> = lines.iter()
                 .filter(|l| l.len() < max_line)

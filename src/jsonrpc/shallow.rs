@@ -7,7 +7,9 @@
 //! the last of duplicate members, escapes in keys and values. So
 //! [`member_strings`] reads every such way at once and returns all readings.
 
+use memchr::memmem;
 use std::borrow::Cow;
+use std::sync::LazyLock;
 
 /// The raw text of top-level member `key` when its value is a string, number
 /// or literal. Returns `None` when the key is absent or the scan gets lost.
@@ -124,6 +126,45 @@ pub fn member_strings(bytes: &[u8], key: &str) -> Vec<String> {
     found
 }
 
+/// Whether a line is plainly none of the messages a relay acts on, decided
+/// in one pass without parsing: true only when it has no `"id"` member (so
+/// it is no request or response), no `/` after `lsp`, `fs` or `$` (no gate
+/// method in any spelling, no `fs/*` request, no `$/cancel_request`), and no
+/// escape but `\n \t \r \b \f \" \\`. Those escapes decode to none of the
+/// letters of those names, so no reading of the line ([`member_strings`],
+/// with every other escape decoded and invalid UTF-8 replaced) can name one
+/// either. False means "maybe": parse the line.
+pub fn plainly_not_ours(line: &[u8]) -> bool {
+    // `"id"` inside a string is `\"id\"`, so a hit is a key or a false
+    // alarm (a parse), never a miss. Searching for it alone is much cheaper
+    // than stopping at every quote.
+    static ID_KEY: LazyLock<memmem::Finder<'static>> =
+        LazyLock::new(|| memmem::Finder::new(b"\"id\""));
+    if ID_KEY.find(line).is_some() {
+        return false;
+    }
+    // The end of the escape pair last seen: its second byte is not a
+    // delimiter.
+    let mut escaped_until = 0;
+    for i in memchr::memchr2_iter(b'\\', b'/', line) {
+        if i < escaped_until {
+            continue;
+        }
+        if line[i] == b'\\' {
+            match line.get(i + 1) {
+                Some(b'n' | b't' | b'r' | b'b' | b'f' | b'"' | b'\\') => escaped_until = i + 2,
+                _ => return false,
+            }
+        } else {
+            let before = &line[..i];
+            if before.ends_with(b"lsp") || before.ends_with(b"fs") || before.ends_with(b"$") {
+                return false;
+            }
+        }
+    }
+    true
+}
+
 /// The top-level `id` of a line that may not be UTF-8, as JSON text: the
 /// raw scalar of the lossy reading (what a lenient peer would echo).
 pub fn lossy_top_level_id(bytes: &[u8]) -> Option<String> {
@@ -201,6 +242,41 @@ mod tests {
         );
         // A value that is not a string, and a string that is not a key.
         assert!(member_strings(br#"{"method":1,"x":"method"}"#, "method").is_empty());
+    }
+
+    #[test]
+    fn plainly_not_ours_passes_only_lines_no_reading_makes_ours() {
+        let plain: &[&[u8]] = &[
+            br#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"text":"a \"id\": 1\n\\"}}}"#,
+            b"not json at all",
+            b"",
+            br#"[{"method":"session/update"}]"#,
+            // Invalid UTF-8 is replaced, never read as a letter.
+            b"{\"method\":\"lsp\xff/request\"}",
+        ];
+        for line in plain {
+            assert!(plainly_not_ours(line), "{}", String::from_utf8_lossy(line));
+            // And the full reading agrees: no gate method anywhere.
+            assert!(member_strings(line, "method")
+                .iter()
+                .all(|m| !m.contains("lsp/")));
+        }
+        let maybe: &[&[u8]] = &[
+            br#"{"method":"session/update","id":1}"#,
+            br#"{"id" :1,"result":{}}"#,
+            br#"{"method":"lsp/request"}"#,
+            br#"{"method":"_acp-lsp/diagnostics"}"#,
+            br#"{"method":"lsp/request"}"#,
+            br#"{"method":"l\sp/request"}"#,
+            br#"{"method":"lsp\/request"}"#,
+            br#"{"method":"x","id":1}"#,
+            br#"{"method":"$/cancel_request","params":{}}"#,
+            br#"{"method":"fs/write_text_file"}"#,
+            b"trailing backslash \\",
+        ];
+        for line in maybe {
+            assert!(!plainly_not_ours(line), "{}", String::from_utf8_lossy(line));
+        }
     }
 
     #[test]
