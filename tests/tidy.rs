@@ -152,7 +152,7 @@ fn code_only(text: &str) -> String {
             }
         } else if c == 'r'
             && (next == Some('"') || next == Some('#'))
-            && (i == 0 || !is_ident(chars[i - 1]))
+            && raw_string_prefix_starts(&chars, i)
         {
             // A raw string r"…" or r#"…"#, if that is what follows.
             let mut j = i + 1;
@@ -212,6 +212,18 @@ fn code_only(text: &str) -> String {
         }
     }
     out
+}
+
+/// Whether the `r` at `i` begins a raw string literal: nothing of an
+/// identifier before it, or only the `b` of a byte string (`br"…"`) or the
+/// `c` of a C string (`cr"…"`).
+fn raw_string_prefix_starts(chars: &[char], i: usize) -> bool {
+    let before = |k: usize| i.checked_sub(k).map(|at| chars[at]);
+    match before(1) {
+        None => true,
+        Some('b' | 'c') => !before(2).is_some_and(is_ident),
+        Some(c) => !is_ident(c),
+    }
 }
 
 fn is_ident(c: char) -> bool {
@@ -562,6 +574,7 @@ pub(crate) use super::watch::{
 // use crate::mcp::Hidden;
 const S: &str = "crate::acp::InAString";
 const R: &str = r#"use crate::cli::InARawString;"#;
+const B: &[u8] = br#"{"use crate::cli::InAByteRawString": "\"}"#;
 fn f<'a>(x: &'a str) -> char { let _ = crate::record::Recorder::new; 'x' }
 #[cfg(test)]
 mod tests {
