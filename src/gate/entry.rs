@@ -218,11 +218,6 @@ impl ServerEntry {
             state: self.state,
         }
     }
-
-    /// "rust-analyzer at /home/me/proj": how messages for people name a server.
-    pub fn label(&self) -> String {
-        format!("{} at {}", self.name, self.workspace_path)
-    }
 }
 
 /// A server as error `data.servers` lists it (the RFD: errors SHOULD include

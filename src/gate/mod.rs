@@ -562,17 +562,10 @@ impl<H: LspHost> Gate<H> {
         let params = params.expect("BUG: check_shape rejects missing params");
         let parsed: ServersParams = serde_json::from_str(params.get())
             .map_err(|e| (GateError::InvalidParams(e.to_string()), None))?;
-        let session = self.sessions.get(&parsed.session_id).ok_or_else(|| {
-            (
-                GateError::UnknownSession(parsed.session_id.to_string()),
-                None,
-            )
-        })?;
-        let servers = self.host.servers(&session).await;
-        let result = ServersResult {
-            available_methods: available_methods(&servers),
-            servers,
-        };
+        let result = self
+            .servers_of(&parsed.session_id)
+            .await
+            .map_err(|e| (e, None))?;
         to_raw(&result).map_err(|e| (e, None))
     }
 
