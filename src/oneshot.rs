@@ -378,7 +378,9 @@ impl OneShot {
         let Some(server) = self.registry.server(&entry.server_id) else {
             return Ok(entry);
         };
-        server.ensure_started();
+        // Through the registry: within max_running_servers (a refusal is
+        // reported by the request that follows).
+        let _ = self.registry.start_server(&entry.server_id);
         let _ = tokio::time::timeout(
             self.ready_wait,
             server.wait_for_state(|s| {

@@ -170,7 +170,10 @@ fn describe(activity: &str, registry: Option<&Registry>) -> (String, String) {
     for server in servers {
         let status = server.status();
         let name = &server.spec().config.name;
-        if matches!(status.state, ServerState::Ready | ServerState::Stopped) {
+        if matches!(
+            status.state,
+            ServerState::Ready | ServerState::Stopped | ServerState::Idle
+        ) {
             continue;
         }
         stage.push_str(&format!(

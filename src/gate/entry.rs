@@ -44,8 +44,13 @@ pub enum ServerState {
     Restarting,
     /// Gave up after repeated crashes, or could not be started.
     Failed,
-    /// Not started yet, or stopped.
+    /// Stopped (session closed and idle grace passed, or proxy exiting).
     Stopped,
+    /// Not started yet: a nested root's server (or any, with `--lazy`)
+    /// waits for a request naming its id or a file under its root; also a
+    /// nested server stopped after idling or to make room under
+    /// `max_running_servers`. Starts on use.
+    Idle,
 }
 
 impl ServerState {
@@ -57,6 +62,7 @@ impl ServerState {
             ServerState::Restarting => "restarting",
             ServerState::Failed => "failed",
             ServerState::Stopped => "stopped",
+            ServerState::Idle => "idle",
         }
     }
 
@@ -69,7 +75,7 @@ impl ServerState {
             ServerState::Starting | ServerState::Indexing | ServerState::Restarting => {
                 State::Starting
             }
-            ServerState::Failed | ServerState::Stopped => State::NotRunning,
+            ServerState::Failed | ServerState::Stopped | ServerState::Idle => State::NotRunning,
         }
     }
 
@@ -253,7 +259,7 @@ mod tests {
         ] {
             assert_eq!(s.wire(), State::Starting, "{s:?}");
         }
-        for s in [ServerState::Failed, ServerState::Stopped] {
+        for s in [ServerState::Failed, ServerState::Stopped, ServerState::Idle] {
             assert_eq!(s.wire(), State::NotRunning, "{s:?}");
         }
     }

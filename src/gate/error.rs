@@ -89,6 +89,15 @@ pub enum GateError {
     ContentModified,
     #[error("too many lsp/requests in flight ({scope}: at most {limit}); retry later")]
     Overloaded { scope: &'static str, limit: usize },
+    /// Starting the server would pass the host's cap on running servers
+    /// (`max_running_servers`) and no running server could make room.
+    #[error("{server} cannot start: {limit} servers are running (max_running_servers) and none of them is a nested root's server that could be stopped")]
+    ServerLimit {
+        server_id: String,
+        /// "pyright at /path/to/root".
+        server: String,
+        limit: usize,
+    },
     #[error("internal error: {0}")]
     Internal(String),
 }
@@ -203,6 +212,7 @@ impl GateError {
             | GateError::ResponseTooLarge { .. }
             | GateError::DeadlineExceeded { .. }
             | GateError::Overloaded { .. }
+            | GateError::ServerLimit { .. }
             | GateError::Internal(_) => INTERNAL_ERROR,
         }
     }
@@ -233,6 +243,7 @@ impl GateError {
             GateError::Cancelled => "cancelled",
             GateError::ContentModified => "content_modified",
             GateError::Overloaded { .. } => "overloaded",
+            GateError::ServerLimit { .. } => "server_limit",
             GateError::Internal(_) => "internal",
         }
     }
@@ -316,6 +327,12 @@ impl GateError {
             GateError::ServerExited { server_id, .. } => data.server_id = Some(server_id),
             GateError::Overloaded { scope, limit } => {
                 data.scope = Some(scope);
+                data.limit = Some(*limit);
+            }
+            GateError::ServerLimit {
+                server_id, limit, ..
+            } => {
+                data.server_id = Some(server_id);
                 data.limit = Some(*limit);
             }
             _ => {}

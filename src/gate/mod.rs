@@ -98,6 +98,13 @@ pub trait LspHost: Send + Sync + 'static {
     /// Forwards one request and returns the server's result.
     fn request(&self, call: HostCall) -> impl Future<Output = Result<HostReply, GateError>> + Send;
 
+    /// **[acp-lsp]** `lsp/servers` with `_meta.startAll: true`: start every
+    /// server of the session now (within the host's own limits), before the
+    /// listing. Hosts that start everything anyway need not implement it.
+    fn start_all(&self, _session: &Session) -> impl Future<Output = ()> + Send {
+        async {}
+    }
+
     /// A session's roots were committed (servers may start indexing now).
     fn session_opened(self: &Arc<Self>, _session: &Arc<Session>) {}
 
@@ -261,6 +268,16 @@ pub struct Gate<H> {
 struct ServersParams<'a> {
     #[serde(borrow)]
     session_id: Cow<'a, str>,
+    /// acp-lsp's extension: `_meta.startAll`.
+    #[serde(default, rename = "_meta")]
+    meta: Option<ServersMeta>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ServersMeta {
+    #[serde(default)]
+    start_all: bool,
 }
 
 #[derive(Deserialize)]
@@ -562,6 +579,11 @@ impl<H: LspHost> Gate<H> {
         let params = params.expect("BUG: check_shape rejects missing params");
         let parsed: ServersParams = serde_json::from_str(params.get())
             .map_err(|e| (GateError::InvalidParams(e.to_string()), None))?;
+        if parsed.meta.is_some_and(|m| m.start_all) {
+            if let Some(session) = self.sessions.get(&parsed.session_id) {
+                self.host.start_all(&session).await;
+            }
+        }
         let result = self
             .servers_of(&parsed.session_id)
             .await

@@ -66,6 +66,7 @@
 //! | `project_code` | `"run"` or `"off"`: overrides the global [`ProjectCode`] for this server | unset |
 //! | `probe_args` | list of strings: the arguments of `acp-lsp servers`' start check (`lsp::probe`) | `["--version"]` (pyright, basedpyright: `["--stdio"]`) |
 //! | `enabled` | boolean | `true` |
+//! | `secondary` | boolean: run even when another installed server of the same primary language comes first (`lsp::primary`) | `false` |
 //!
 //! Over an existing server, a given key replaces the old value, except `settings`,
 //! `initialization_options` (tables are merged recursively, other values replace) and `env`,
@@ -92,6 +93,14 @@ pub const DEFAULT_REQUEST_TIMEOUT_MS: u64 = 30_000;
 
 /// Default for [`Config::idle_grace_ms`].
 pub const DEFAULT_IDLE_GRACE_MS: u64 = 30_000;
+
+/// Default for [`Config::max_running_servers`]: language servers running at
+/// once over all sessions (rust-analyzer alone takes ~580 MiB).
+pub const DEFAULT_MAX_RUNNING_SERVERS: usize = 8;
+
+/// Default for [`Config::nested_idle_stop_ms`]: a nested root's server that
+/// served no request for this long is stopped (it starts again on use).
+pub const DEFAULT_NESTED_IDLE_STOP_MS: u64 = 5 * 60 * 1000;
 
 /// Whether language servers may run code the project brings (rust-analyzer's
 /// build scripts and proc macros, a workspace's own TypeScript, a go.mod's
@@ -271,6 +280,10 @@ pub struct ServerConfig {
     pub probe_args: Vec<String>,
     #[serde(default = "default_true")]
     pub enabled: bool,
+    /// Run even when another installed server of the same primary language
+    /// comes first (`lsp::primary`): by default one server per language.
+    #[serde(default)]
+    pub secondary: bool,
 }
 
 fn default_probe_args() -> Vec<String> {
@@ -328,6 +341,7 @@ impl ServerConfig {
             project_code: None,
             probe_args: default_probe_args(),
             enabled: true,
+            secondary: false,
         }
     }
 
@@ -446,6 +460,14 @@ pub struct Config {
     /// Directory names (any depth) skipped when walking a session root.
     pub skip_dirs: Vec<String>,
     pub idle_grace_ms: u64,
+    /// Start no server on `session/new`, not even the session roots' own
+    /// (the file key `lazy`, like `acp-lsp proxy --lazy`).
+    pub lazy: bool,
+    /// Most servers running at once ([`DEFAULT_MAX_RUNNING_SERVERS`]).
+    pub max_running_servers: usize,
+    /// Idle time after which a nested root's server is stopped
+    /// ([`DEFAULT_NESTED_IDLE_STOP_MS`]); 0: never.
+    pub nested_idle_stop_ms: u64,
     pub trusted_projects: Vec<PathBuf>,
     /// The global [`ProjectCode`]; `None`: by trust.
     pub project_code: Option<ProjectCode>,
@@ -609,6 +631,9 @@ struct FileConfig {
     allowed_uri_schemes: Option<Vec<String>>,
     skip_dirs: Option<Vec<String>>,
     idle_grace_ms: Option<u64>,
+    lazy: Option<bool>,
+    max_running_servers: Option<usize>,
+    nested_idle_stop_ms: Option<u64>,
     trusted_projects: Option<Vec<String>>,
     project_code: Option<ProjectCode>,
     max_requests_per_session: Option<usize>,
@@ -650,6 +675,7 @@ struct ServerPatch {
     project_code: Option<ProjectCode>,
     probe_args: Option<Vec<String>>,
     enabled: Option<bool>,
+    secondary: Option<bool>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -669,6 +695,9 @@ impl Config {
             allowed_uri_schemes: Vec::new(),
             skip_dirs: strings(DEFAULT_SKIP_DIRS),
             idle_grace_ms: DEFAULT_IDLE_GRACE_MS,
+            lazy: false,
+            max_running_servers: DEFAULT_MAX_RUNNING_SERVERS,
+            nested_idle_stop_ms: DEFAULT_NESTED_IDLE_STOP_MS,
             trusted_projects: Vec::new(),
             project_code: None,
             max_requests_per_session: crate::gate::DEFAULT_MAX_REQUESTS_PER_SESSION,
@@ -1050,6 +1079,12 @@ fn merge_text(
     if let Some(ms) = file.idle_grace_ms {
         config.idle_grace_ms = ms;
     }
+    if let Some(lazy) = file.lazy {
+        config.lazy = lazy;
+    }
+    if let Some(ms) = file.nested_idle_stop_ms {
+        config.nested_idle_stop_ms = ms;
+    }
     if let Some(code) = file.project_code {
         config.project_code = Some(code);
     }
@@ -1063,6 +1098,11 @@ fn merge_text(
             "max_requests_total",
             file.max_requests_total,
             &mut config.max_requests_total,
+        ),
+        (
+            "max_running_servers",
+            file.max_running_servers,
+            &mut config.max_running_servers,
         ),
     ] {
         if let Some(n) = value {
@@ -1305,6 +1345,9 @@ fn apply_patch(
     }
     if let Some(enabled) = patch.enabled {
         server.enabled = enabled;
+    }
+    if let Some(secondary) = patch.secondary {
+        server.secondary = secondary;
     }
     Ok(())
 }

@@ -1,12 +1,25 @@
 //! The registry: which servers run for which sessions, keyed by an opaque
 //! `serverId` (UUID v5 of server name and root, stable across restarts and
 //! runs). Implements [`LspHost`] for the gate.
+//!
+//! Lazy roots: a session's detected servers are all listed, but only those
+//! whose root is a session root start on `session/new` (none with `lazy`).
+//! A nested root's server starts when a request names its id or a file
+//! under its root, or on `lsp/servers` with `_meta.startAll`; until then it
+//! is `idle`. At most `max_running_servers` run: to start one more, the
+//! least recently used nested server serving nothing is stopped (it goes
+//! back to `idle`), or the start is refused (`server_limit`). A nested
+//! server that served nothing for `nested_idle_stop_ms` goes back to `idle`.
 
 use super::config::{Config, ServerConfig};
 use super::detect::{detect, find_on_path};
+use super::primary;
+use super::running::Running;
 use super::server::{Server, ServerSpec};
 use super::watch::{Delivery, FileChange, RootWatch, WatchBatch, WatchOptions, SETTLE_TIMEOUT};
-use crate::gate::{GateError, HostCall, HostReply, LspHost, Route, ServerEntry, Session};
+use crate::gate::{
+    GateError, HostCall, HostReply, LspHost, Route, ServerEntry, ServerState, Session,
+};
 use crate::jsonrpc::Limits;
 use crate::record::Recorder;
 use parking_lot::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -36,12 +49,14 @@ pub fn server_id(name: &str, root: &Path) -> String {
 /// How the registry behaves.
 #[derive(Clone, Default)]
 pub struct RegistryOptions {
-    /// Start servers on first use rather than when a session opens.
+    /// Start no server when a session opens, not even the session roots'
+    /// own (also the config key `lazy`).
     pub lazy: bool,
-    /// With `lazy`: listing a session's servers (`lsp/servers`) is a use.
-    /// An agent written to the RFD sends requests only to `running`
-    /// servers, so it would never start one otherwise. The CLI and its
-    /// one-shot session leave it off: they start only the server they pick.
+    /// With `lazy`: listing a session's servers (`lsp/servers`) starts the
+    /// session roots' own servers (not the nested ones). An agent written
+    /// to the RFD sends requests only to `running` servers, so it would
+    /// never start one otherwise. The CLI and its one-shot session leave it
+    /// off: they start only the server they pick.
     pub start_when_listed: bool,
     pub recorder: Option<Recorder>,
     /// Most directory watches per root (tests use it to reach the limit); `None` = the OS's.
@@ -54,18 +69,42 @@ struct WatchedRoot {
     sessions: HashSet<String>,
 }
 
-type Detection = watch::Receiver<Option<Arc<Vec<String>>>>;
+/// A session's servers, once detected.
+#[derive(Debug, Default)]
+struct Attached {
+    /// Every server of the session (ids).
+    ids: Vec<String>,
+    /// Those whose root is one of the session's roots: they start with it.
+    top_level: Vec<String>,
+}
+
+type Detection = watch::Receiver<Option<Arc<Attached>>>;
 
 struct Tables {
     servers: HashMap<String, Arc<Server>>,
     /// Session id → the detection of its servers (ids), filled in the background.
     sessions: HashMap<String, Detection>,
+    /// Session id → the session (a server stopped and made anew serves the same ones).
+    handles: HashMap<String, Arc<Session>>,
     /// Server id → sessions using it.
     users: HashMap<String, HashSet<String>>,
 }
 
+/// Whether a server in this state has (or is getting) a process.
+fn is_live(state: ServerState) -> bool {
+    matches!(
+        state,
+        ServerState::Starting
+            | ServerState::Indexing
+            | ServerState::Ready
+            | ServerState::Restarting
+    )
+}
+
 /// All servers of this proxy.
 pub struct Registry {
+    /// This registry, for the timers it spawns.
+    me: Weak<Registry>,
     config: Config,
     options: RegistryOptions,
     limits: Limits,
@@ -74,21 +113,37 @@ pub struct Registry {
     idle: Mutex<HashMap<String, tokio::task::JoinHandle<()>>>,
     /// Watched roots by canonical path, shared by the sessions that name them.
     watches: Mutex<HashMap<PathBuf, WatchedRoot>>,
+    /// Each server's use, for `max_running_servers` and the idle stop.
+    running: Mutex<Running>,
+    /// Held while a start is decided (count, make room, start): two starts
+    /// cannot both pass the cap. Taken before `tables` and `running`.
+    starting: Mutex<()>,
+    /// Idle-stop timers of nested servers, by id.
+    nested_timers: Mutex<HashMap<String, tokio::task::JoinHandle<()>>>,
+    /// Servers being stopped to make room or after idling (awaited by `shutdown`).
+    retiring: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
 impl Registry {
-    pub fn new(config: Config, options: RegistryOptions) -> Arc<Registry> {
-        Arc::new(Registry {
+    pub fn new(config: Config, mut options: RegistryOptions) -> Arc<Registry> {
+        options.lazy |= config.lazy;
+        Arc::new_cyclic(|me| Registry {
+            me: me.clone(),
             config,
             options,
             limits: Limits::default(),
             tables: RwLock::new(Tables {
                 servers: HashMap::new(),
                 sessions: HashMap::new(),
+                handles: HashMap::new(),
                 users: HashMap::new(),
             }),
             idle: Mutex::new(HashMap::new()),
             watches: Mutex::new(HashMap::new()),
+            running: Mutex::new(Running::default()),
+            starting: Mutex::new(()),
+            nested_timers: Mutex::new(HashMap::new()),
+            retiring: Mutex::new(Vec::new()),
         })
     }
 
@@ -114,11 +169,211 @@ impl Registry {
         self.read().servers.values().cloned().collect()
     }
 
-    /// The ids of a session's servers, once detection has finished.
-    async fn session_servers(&self, session_id: &str) -> Option<Arc<Vec<String>>> {
+    /// A session's servers, once detection has finished.
+    async fn session_servers(&self, session_id: &str) -> Option<Arc<Attached>> {
         let mut detection = self.read().sessions.get(session_id).cloned()?;
-        let ids = detection.wait_for(Option::is_some).await.ok()?;
-        ids.clone()
+        let attached = detection.wait_for(Option::is_some).await.ok()?;
+        attached.clone()
+    }
+
+    /// A session's servers if detection has finished.
+    fn attached_now(&self, session_id: &str) -> Option<Arc<Attached>> {
+        self.read()
+            .sessions
+            .get(session_id)
+            .and_then(|d| d.borrow().clone())
+    }
+
+    /// Servers running (or starting) now.
+    pub fn running_servers(&self) -> Vec<Arc<Server>> {
+        self.all_servers()
+            .into_iter()
+            .filter(|s| is_live(s.status().state))
+            .collect()
+    }
+
+    /// Starts the server `id` if it is idle, within `max_running_servers`:
+    /// when the cap is reached, the least recently used nested server
+    /// serving nothing is stopped first; when there is none, the start is
+    /// refused with [`GateError::ServerLimit`]. A server already live is
+    /// only noted as used.
+    pub fn start_server(&self, id: &str) -> Result<(), GateError> {
+        let _deciding = self.starting.lock();
+        let server = self.server(id).ok_or_else(|| GateError::UnknownServer {
+            server_id: id.to_string(),
+            servers: Vec::new(),
+        })?;
+        self.running.lock().touch(id);
+        if server.status().state != ServerState::Idle {
+            return Ok(());
+        }
+        let cap = self.config.max_running_servers;
+        loop {
+            let live = self.running_servers();
+            if live.len() < cap {
+                break;
+            }
+            let victim = self.running.lock().victim(live.iter().map(|s| s.id()), id);
+            let Some(victim) = victim else {
+                tracing::warn!(
+                    limit = "max_running_servers",
+                    value = cap,
+                    server = %server.spec().config.name,
+                    root = %server.spec().root.display(),
+                    "limit hit: server not started"
+                );
+                return Err(GateError::ServerLimit {
+                    server_id: id.to_string(),
+                    server: format!(
+                        "{} at {}",
+                        server.spec().config.name,
+                        server.spec().root.display()
+                    ),
+                    limit: cap,
+                });
+            };
+            tracing::info!(
+                limit = "max_running_servers",
+                value = cap,
+                "stopping the least recently used nested server to make room"
+            );
+            self.retire(&victim);
+        }
+        server.ensure_started();
+        if !self.running.lock().is_top_level(id) {
+            self.arm_idle_stop(id);
+        }
+        Ok(())
+    }
+
+    /// Stops the server `id` and puts a fresh, idle one with the same spec
+    /// (and sessions) in its place: its id stays listed and it starts again
+    /// on use.
+    fn retire(&self, id: &str) {
+        let old = {
+            let mut tables = self.write();
+            let Some(old) = tables.servers.get(id).cloned() else {
+                return;
+            };
+            let fresh = Server::new(old.spec().clone());
+            for session in tables.users.get(id).into_iter().flatten() {
+                if let Some(session) = tables.handles.get(session) {
+                    fresh.attach_session(session);
+                }
+            }
+            tables.servers.insert(id.to_string(), fresh);
+            old
+        };
+        tracing::info!(
+            server = %old.spec().config.name,
+            root = %old.spec().root.display(),
+            "stopping nested server; idle until used again"
+        );
+        let mut retiring = self.retiring.lock();
+        retiring.retain(|stop| !stop.is_finished());
+        retiring.push(tokio::spawn(async move { old.stop().await }));
+    }
+
+    /// Starts the idle-stop timer of the nested server `id` (once).
+    fn arm_idle_stop(&self, id: &str) {
+        let idle = Duration::from_millis(self.config.nested_idle_stop_ms);
+        if idle.is_zero() {
+            return;
+        }
+        let mut timers = self.nested_timers.lock();
+        if timers.get(id).is_some_and(|t| !t.is_finished()) {
+            return;
+        }
+        let me = self.me.clone();
+        let server_id = id.to_string();
+        let timer = tokio::spawn(async move {
+            loop {
+                let left = {
+                    let Some(registry) = me.upgrade() else {
+                        return;
+                    };
+                    let _deciding = registry.starting.lock();
+                    let live = registry
+                        .server(&server_id)
+                        .is_some_and(|s| is_live(s.status().state));
+                    if !live {
+                        return;
+                    }
+                    let left = registry.running.lock().idle_left(&server_id, idle);
+                    match left {
+                        Some(left) => left,
+                        None => {
+                            registry.nested_timers.lock().remove(&server_id);
+                            registry.retire(&server_id);
+                            return;
+                        }
+                    }
+                };
+                tokio::time::sleep(left).await;
+            }
+        });
+        timers.insert(id.to_string(), timer);
+    }
+
+    /// The servers of `attached` for a file: for each server name, the one
+    /// with the innermost root holding `path` that handles its extension;
+    /// for a file under no root of theirs (a read-only root), the session
+    /// roots' own servers for the extension.
+    fn servers_for_file(&self, attached: &Attached, path: &Path) -> Vec<Arc<Server>> {
+        let extension = path
+            .extension()
+            .map(|e| e.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let handling: Vec<Arc<Server>> = attached
+            .ids
+            .iter()
+            .filter_map(|id| self.server(id))
+            .filter(|s| s.spec().config.handles_extension(&extension))
+            .collect();
+        let mut best: HashMap<String, Arc<Server>> = HashMap::new();
+        for server in handling.iter().filter(|s| path.starts_with(&s.spec().root)) {
+            let name = server.spec().config.name.clone();
+            let deeper = best.get(&name).is_none_or(|b| {
+                server.spec().root.as_os_str().len() > b.spec().root.as_os_str().len()
+            });
+            if deeper {
+                best.insert(name, Arc::clone(server));
+            }
+        }
+        if best.is_empty() {
+            return handling
+                .into_iter()
+                .filter(|s| attached.top_level.iter().any(|id| id == s.id()))
+                .collect();
+        }
+        let mut servers: Vec<Arc<Server>> = best.into_values().collect();
+        servers.sort_by(|a, b| a.id().cmp(b.id()));
+        servers
+    }
+
+    /// Starts the idle servers of the files a request names (each file's
+    /// innermost root), so that the nested root a request first touches
+    /// gets its server.
+    fn start_for_documents(&self, session: &Session, documents: &[String]) {
+        let Some(attached) = self.attached_now(session.id()) else {
+            return;
+        };
+        for uri in documents {
+            let Some(path) = url::Url::parse(uri)
+                .ok()
+                .and_then(|u| u.to_file_path().ok())
+            else {
+                continue;
+            };
+            let path = path.canonicalize().unwrap_or(path);
+            for server in self.servers_for_file(&attached, &path) {
+                if server.status().state == ServerState::Idle {
+                    if let Err(e) = self.start_server(server.id()) {
+                        tracing::info!(error = %e, "not started for a named document");
+                    }
+                }
+            }
+        }
     }
 
     /// Finds (or creates) the server `config` at `root`.
@@ -138,8 +393,9 @@ impl Registry {
     }
 
     /// Detects and attaches a session's servers (runs off the async threads).
-    fn attach(self: &Arc<Self>, session: &Arc<Session>) -> Vec<String> {
+    fn attach(self: &Arc<Self>, session: &Arc<Session>) -> Attached {
         let mut ids = Vec::new();
+        let mut top_level = Vec::new();
         let mut config = self.config.clone();
         for root in session.roots() {
             let root = root.canonicalize().unwrap_or_else(|_| root.clone());
@@ -147,6 +403,8 @@ impl Registry {
             if let Err(e) = config.load_project(&root) {
                 tracing::warn!(error = %e, "ignoring the project's config file");
             }
+            // One server per language unless configured (lsp::primary).
+            let roles = primary::roles(&config, |s| find_on_path(&s.command).is_some());
             for found in detect(&root, &config) {
                 let Some(server_config) = config.server(&found.server) else {
                     continue;
@@ -155,16 +413,29 @@ impl Registry {
                     tracing::info!(server = %found.server, "not installed; skipped");
                     continue;
                 };
+                if let Some(role) = roles.get(&found.server).filter(|r| !r.runs()) {
+                    tracing::debug!(server = %found.server, %role, "skipped");
+                    continue;
+                }
                 // project_code: the switches of the server at this root.
                 let effective = config.effective_server(server_config, &found.root, &program);
                 let server = self.server_for(&effective, &found.root, program);
-                if !ids.contains(&server.id().to_string()) {
-                    ids.push(server.id().to_string());
+                let id = server.id().to_string();
+                let is_top = found.root == root;
+                self.running.lock().attached(&id, is_top);
+                if is_top && !top_level.contains(&id) {
+                    top_level.push(id.clone());
+                }
+                if !ids.contains(&id) {
+                    ids.push(id);
                 }
             }
         }
         {
             let mut tables = self.write();
+            tables
+                .handles
+                .insert(session.id().to_string(), Arc::clone(session));
             for id in &ids {
                 tables
                     .users
@@ -188,7 +459,16 @@ impl Registry {
                 timer.abort();
             }
         }
-        ids
+        Attached { ids, top_level }
+    }
+
+    /// Starts the session roots' own servers of a session (errors logged).
+    fn start_top_level(&self, attached: &Attached) {
+        for id in &attached.top_level {
+            if let Err(e) = self.start_server(id) {
+                tracing::warn!(error = %e, "session root's server not started");
+            }
+        }
     }
 
     /// Watches `root` for `session` (one watch per root, shared).
@@ -241,27 +521,32 @@ impl Registry {
 
     /// Stops every server and waits for them.
     pub async fn shutdown(&self) {
+        for (_, timer) in self.nested_timers.lock().drain() {
+            timer.abort();
+        }
         let servers = self.all_servers();
         futures::future::join_all(servers.iter().map(|s| s.stop())).await;
+        let retiring: Vec<_> = self.retiring.lock().drain(..).collect();
+        futures::future::join_all(retiring).await;
     }
 }
 
 impl LspHost for Registry {
     async fn servers(&self, session: &Session) -> Vec<ServerEntry> {
-        let Some(ids) = self.session_servers(session.id()).await else {
+        let Some(attached) = self.session_servers(session.id()).await else {
             return Vec::new();
         };
+        if self.options.start_when_listed {
+            self.start_top_level(&attached);
+        }
         let servers: Vec<Arc<Server>> = {
             let tables = self.read();
-            ids.iter()
+            attached
+                .ids
+                .iter()
                 .filter_map(|id| tables.servers.get(id).cloned())
                 .collect()
         };
-        if self.options.start_when_listed {
-            for server in &servers {
-                server.ensure_started();
-            }
-        }
         let mut entries: Vec<ServerEntry> = servers
             .iter()
             .map(|s| {
@@ -281,8 +566,8 @@ impl LspHost for Registry {
         };
         // A server of another session is unknown here too: sessions do not
         // learn of each other's servers.
-        let ids = self.session_servers(session.id()).await.unwrap_or_default();
-        if !ids.iter().any(|id| id == server_id) {
+        let attached = self.session_servers(session.id()).await.unwrap_or_default();
+        if !attached.ids.iter().any(|id| id == server_id) {
             return Err(unknown());
         }
         let server = self.server(server_id).ok_or_else(unknown)?;
@@ -295,6 +580,12 @@ impl LspHost for Registry {
     }
 
     async fn request(&self, call: HostCall) -> Result<HostReply, GateError> {
+        // In flight from here: not stopped for idleness or to make room.
+        let _use = InUse::begin(self, &call.server_id);
+        // The nested roots of the files it names get their servers; the
+        // request itself goes to the server it names, started if idle.
+        self.start_for_documents(&call.session, &call.documents);
+        self.start_server(&call.server_id)?;
         let server = self
             .server(&call.server_id)
             .ok_or_else(|| GateError::UnknownServer {
@@ -329,6 +620,19 @@ impl LspHost for Registry {
         reply
     }
 
+    async fn start_all(&self, session: &Session) {
+        let Some(attached) = self.session_servers(session.id()).await else {
+            return;
+        };
+        // Session roots' servers first: they are never stopped to make room.
+        self.start_top_level(&attached);
+        for id in &attached.ids {
+            if let Err(e) = self.start_server(id) {
+                tracing::info!(error = %e, "startAll: not started");
+            }
+        }
+    }
+
     fn session_opened(self: &Arc<Self>, session: &Arc<Session>) {
         let (tx, rx) = watch::channel(None);
         self.write().sessions.insert(session.id().to_string(), rx);
@@ -337,15 +641,11 @@ impl LspHost for Registry {
         tokio::spawn(async move {
             let worker = Arc::clone(&registry);
             let detected = tokio::task::spawn_blocking(move || worker.attach(&session)).await;
-            let ids = detected.unwrap_or_default();
+            let attached = detected.unwrap_or_default();
             if !registry.options.lazy {
-                for id in &ids {
-                    if let Some(server) = registry.server(id) {
-                        server.ensure_started();
-                    }
-                }
+                registry.start_top_level(&attached);
             }
-            let _ = tx.send(Some(Arc::new(ids)));
+            let _ = tx.send(Some(Arc::new(attached)));
         });
     }
 
@@ -354,6 +654,7 @@ impl LspHost for Registry {
         let orphaned: Vec<String> = {
             let mut tables = self.write();
             tables.sessions.remove(session.id());
+            tables.handles.remove(session.id());
             for server in tables.servers.values() {
                 server.detach_session(session.id());
             }
@@ -379,6 +680,10 @@ impl LspHost for Registry {
                     .is_none_or(HashSet::is_empty);
                 if still_unused {
                     let server = registry.write().servers.remove(&server_id);
+                    registry.running.lock().forget(&server_id);
+                    if let Some(timer) = registry.nested_timers.lock().remove(&server_id) {
+                        timer.abort();
+                    }
                     if let Some(server) = server {
                         tracing::info!(server = %server.spec().config.name, "stopping idle server");
                         server.stop().await;
@@ -397,22 +702,31 @@ impl LspHost for Registry {
         documents: Vec<(String, PathBuf)>,
         wait: Duration,
     ) -> Result<Vec<Box<RawValue>>, GateError> {
-        let ids = self.session_servers(session.id()).await.unwrap_or_default();
-        let servers: Vec<Arc<Server>> = ids.iter().filter_map(|id| self.server(id)).collect();
+        let attached = self.session_servers(session.id()).await.unwrap_or_default();
         if documents.is_empty() {
+            let servers: Vec<Arc<Server>> = attached
+                .ids
+                .iter()
+                .filter_map(|id| self.server(id))
+                .collect();
             return Ok(servers.iter().flat_map(|s| s.diagnostics()).collect());
         }
-        // Every (document, server that handles its extension), waited for together.
-        let waits = documents.iter().flat_map(|(uri, path)| {
-            let extension = path
-                .extension()
-                .map(|e| e.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            servers
-                .iter()
-                .filter(move |s| s.spec().config.handles_extension(&extension))
-                .map(move |s| s.fresh_diagnostics(uri, path, wait))
-        });
+        // Every (document, server of its innermost root that handles its
+        // extension), started if idle, waited for together.
+        let mut pairs = Vec::new();
+        for (uri, path) in &documents {
+            let real = path.canonicalize().unwrap_or_else(|_| path.clone());
+            for server in self.servers_for_file(&attached, &real) {
+                self.start_server(server.id())?;
+                // The live one (a start may have replaced nothing, but a
+                // retired server is replaced by a fresh one).
+                let server = self.server(server.id()).unwrap_or(server);
+                pairs.push((uri, path, server));
+            }
+        }
+        let waits = pairs
+            .iter()
+            .map(|(uri, path, server)| server.fresh_diagnostics(uri, path, wait));
         let mut entries = Vec::new();
         for outcome in futures::future::join_all(waits).await {
             entries.push(outcome?);
@@ -421,12 +735,8 @@ impl LspHost for Registry {
     }
 
     fn text_written(&self, session: &Arc<Session>, path: &Path, text: &str) {
-        let ids = self
-            .read()
-            .sessions
-            .get(session.id())
-            .and_then(|d| d.borrow().clone());
-        for id in ids.iter().flat_map(|ids| ids.iter()) {
+        let attached = self.attached_now(session.id());
+        for id in attached.iter().flat_map(|a| a.ids.iter()) {
             if let Some(server) = self.server(id) {
                 server.text_written(path, text);
             }
@@ -467,6 +777,28 @@ async fn dispatch(
                 }
             }
         }
+    }
+}
+
+/// A request to one server in flight: counted in [`Running`] until dropped.
+struct InUse<'a> {
+    registry: &'a Registry,
+    id: String,
+}
+
+impl<'a> InUse<'a> {
+    fn begin(registry: &'a Registry, id: &str) -> InUse<'a> {
+        registry.running.lock().begin(id);
+        InUse {
+            registry,
+            id: id.to_string(),
+        }
+    }
+}
+
+impl Drop for InUse<'_> {
+    fn drop(&mut self) {
+        self.registry.running.lock().end(&self.id);
     }
 }
 

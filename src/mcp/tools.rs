@@ -931,6 +931,7 @@ async fn wait_ready(tool: &OneShot, entry: ServerEntry) -> ToolResult<ServerEntr
             entry.ours().last_error.as_deref().unwrap_or("no detail")
         )),
         ServerState::Stopped => Err(format!("{name} is stopped")),
+        ServerState::Idle => Err(format!("{name} is idle (not started)")),
         status => {
             let progress = entry
                 .ours()

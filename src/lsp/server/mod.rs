@@ -211,7 +211,8 @@ pub struct Server {
 impl Server {
     pub fn new(spec: ServerSpec) -> Arc<Server> {
         let (status, _) = watch::channel(Status {
-            state: ServerState::Stopped,
+            // Not started until the registry starts it (lazy roots).
+            state: ServerState::Idle,
             progress: None,
             last_error: None,
             loaded: false,

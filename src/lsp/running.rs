@@ -1,0 +1,152 @@
+//! Which servers may keep running: each server's use (a session root's own
+//! server or a nested root's, its last use, its requests in flight), the
+//! server to stop when `max_running_servers` is reached (the least recently
+//! used nested one that serves nothing right now), and how long a nested
+//! server has left before its idle stop. Pure bookkeeping: the registry
+//! starts and stops.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+/// One server's use.
+#[derive(Debug, Clone, Copy)]
+struct Usage {
+    /// Its root is a session root (for some session): never stopped for
+    /// idleness or to make room.
+    top_level: bool,
+    last_used: Instant,
+    /// Order of last uses (a logical clock: two uses in the same clock
+    /// tick still have an order).
+    order: u64,
+    in_flight: usize,
+}
+
+/// Use of every server the registry knows, by server id.
+#[derive(Debug, Default)]
+pub struct Running {
+    usage: HashMap<String, Usage>,
+    clock: u64,
+}
+
+impl Running {
+    /// Notes a server a session attached; `top_level` once makes it so for good.
+    pub fn attached(&mut self, id: &str, top_level: bool) {
+        self.clock += 1;
+        let order = self.clock;
+        let usage = self.usage.entry(id.to_string()).or_insert(Usage {
+            top_level,
+            last_used: Instant::now(),
+            order,
+            in_flight: 0,
+        });
+        usage.top_level |= top_level;
+    }
+
+    /// Forgets a server (removed from the registry).
+    pub fn forget(&mut self, id: &str) {
+        self.usage.remove(id);
+    }
+
+    pub fn is_top_level(&self, id: &str) -> bool {
+        self.usage.get(id).is_some_and(|u| u.top_level)
+    }
+
+    /// A use of the server now (a start, a request naming it).
+    pub fn touch(&mut self, id: &str) {
+        self.clock += 1;
+        if let Some(usage) = self.usage.get_mut(id) {
+            usage.last_used = Instant::now();
+            usage.order = self.clock;
+        }
+    }
+
+    /// A request to the server begins.
+    pub fn begin(&mut self, id: &str) {
+        self.touch(id);
+        if let Some(usage) = self.usage.get_mut(id) {
+            usage.in_flight += 1;
+        }
+    }
+
+    /// A request to the server ended.
+    pub fn end(&mut self, id: &str) {
+        self.touch(id);
+        if let Some(usage) = self.usage.get_mut(id) {
+            usage.in_flight = usage.in_flight.saturating_sub(1);
+        }
+    }
+
+    /// Among `live` (running server ids), the least recently used nested
+    /// server with no request in flight, other than `except`.
+    pub fn victim<'a>(
+        &self,
+        live: impl IntoIterator<Item = &'a str>,
+        except: &str,
+    ) -> Option<String> {
+        live.into_iter()
+            .filter(|id| *id != except)
+            .filter_map(|id| self.usage.get(id).map(|u| (id, u)))
+            .filter(|(_, u)| !u.top_level && u.in_flight == 0)
+            .min_by_key(|(_, u)| u.order)
+            .map(|(id, _)| id.to_string())
+    }
+
+    /// How long until a nested server has idled for `idle`: `None` when it
+    /// has (no request in flight and none for `idle`), so it may stop now.
+    /// A server serving a request has `idle` left.
+    pub fn idle_left(&self, id: &str, idle: Duration) -> Option<Duration> {
+        let usage = self.usage.get(id)?;
+        if usage.in_flight > 0 {
+            return Some(idle);
+        }
+        idle.checked_sub(usage.last_used.elapsed())
+            .filter(|left| !left.is_zero())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_victim_is_the_least_recently_used_idle_nested_server() {
+        let mut running = Running::default();
+        running.attached("top", true);
+        running.attached("a", false);
+        running.attached("b", false);
+        running.attached("c", false);
+        // Used in the order a, b, c: a is the least recently used.
+        running.touch("a");
+        running.touch("b");
+        running.touch("c");
+        let live = ["top", "a", "b", "c"];
+        assert_eq!(running.victim(live, "x").as_deref(), Some("a"));
+        // Never the one being started, never one serving a request.
+        assert_eq!(running.victim(live, "a").as_deref(), Some("b"));
+        running.begin("a");
+        assert_eq!(running.victim(live, "x").as_deref(), Some("b"));
+        running.end("a");
+        // a was used last now.
+        assert_eq!(running.victim(live, "x").as_deref(), Some("b"));
+        // A session root's server is never a victim, nor one not live.
+        assert_eq!(running.victim(["top", "c"], "c"), None);
+        // Top-level once, top-level for good.
+        running.attached("c", true);
+        assert!(running.is_top_level("c"));
+        running.attached("c", false);
+        assert!(running.is_top_level("c"));
+    }
+
+    #[test]
+    fn idle_left_counts_from_the_last_use_and_pauses_while_serving() {
+        let mut running = Running::default();
+        running.attached("n", false);
+        assert!(running.idle_left("n", Duration::from_secs(60)).is_some());
+        assert_eq!(running.idle_left("n", Duration::ZERO), None);
+        running.begin("n");
+        assert_eq!(running.idle_left("n", Duration::ZERO), Some(Duration::ZERO));
+        running.end("n");
+        assert_eq!(running.idle_left("n", Duration::ZERO), None);
+        assert_eq!(running.idle_left("unknown", Duration::ZERO), None);
+    }
+}
