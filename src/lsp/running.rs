@@ -8,6 +8,10 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+/// Least pause between two idle checks of a server serving a request (a
+/// tiny `nested_idle_stop_ms` must not make the timer spin).
+pub const MIN_IDLE_CHECK: Duration = Duration::from_millis(100);
+
 /// One server's use.
 #[derive(Debug, Clone, Copy)]
 struct Usage {
@@ -93,11 +97,11 @@ impl Running {
 
     /// How long until a nested server has idled for `idle`: `None` when it
     /// has (no request in flight and none for `idle`), so it may stop now.
-    /// A server serving a request has `idle` left.
+    /// A server serving a request has `idle` left (at least [`MIN_IDLE_CHECK`]).
     pub fn idle_left(&self, id: &str, idle: Duration) -> Option<Duration> {
         let usage = self.usage.get(id)?;
         if usage.in_flight > 0 {
-            return Some(idle);
+            return Some(idle.max(MIN_IDLE_CHECK));
         }
         idle.checked_sub(usage.last_used.elapsed())
             .filter(|left| !left.is_zero())
@@ -144,7 +148,7 @@ mod tests {
         assert!(running.idle_left("n", Duration::from_secs(60)).is_some());
         assert_eq!(running.idle_left("n", Duration::ZERO), None);
         running.begin("n");
-        assert_eq!(running.idle_left("n", Duration::ZERO), Some(Duration::ZERO));
+        assert_eq!(running.idle_left("n", Duration::ZERO), Some(MIN_IDLE_CHECK));
         running.end("n");
         assert_eq!(running.idle_left("n", Duration::ZERO), None);
         assert_eq!(running.idle_left("unknown", Duration::ZERO), None);
