@@ -183,6 +183,9 @@ enum Command {
         /// Config file (default: $XDG_CONFIG_HOME/acp-lsp/config.toml).
         #[arg(long)]
         config: Option<PathBuf>,
+        /// Print the built-in server table as TOML (the config file's format) and exit.
+        #[arg(long)]
+        print_builtins: bool,
     },
 }
 
@@ -368,7 +371,14 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             command,
         }),
         Command::Mcp { connect, log } => run_mcp(&connect, &log),
-        Command::Servers { dir, config } => run_servers(dir, config),
+        Command::Servers {
+            print_builtins: true,
+            ..
+        } => {
+            print!("{}", acp_lsp::lsp::config::BUILTIN_TOML);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Servers { dir, config, .. } => run_servers(dir, config),
     }
 }
 

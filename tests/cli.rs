@@ -408,6 +408,34 @@ async fn servers_lists_clangd_with_its_binary() {
     );
 }
 
+/// `servers --print-builtins` prints the built-in table as a config file
+/// that reads back to the built-in servers (over the built-ins or alone).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn servers_print_builtins_reads_back_to_the_builtin_servers() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let output = run_in(
+        &["servers", "--print-builtins"],
+        dir.path(),
+        dir.path(),
+        &[],
+    )
+    .await;
+    assert_success(&output, "acp-lsp servers --print-builtins");
+    let text = stdout(&output);
+    assert_eq!(text, acp_lsp::lsp::config::BUILTIN_TOML);
+    let file = dir.path().join("config.toml");
+    std::fs::write(&file, &text).expect("write the printed table");
+    let loaded = acp_lsp::lsp::config::Config::load(Some(&file)).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        loaded.servers,
+        acp_lsp::lsp::config::Config::builtin().servers
+    );
+    assert!(
+        text.contains("[servers.pyright]") && text.contains("[servers.rust-analyzer]"),
+        "{text}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn help_and_version() {
     let project = Project::c();

@@ -684,11 +684,45 @@ enum FileKind {
     Project,
 }
 
+/// The built-in server table: TOML in the user file's format, read by the
+/// same parser (`acp-lsp servers --print-builtins` prints it as it is).
+pub const BUILTIN_TOML: &str = include_str!("builtins.toml");
+
+/// The name [`BUILTIN_TOML`] goes by in errors.
+const BUILTIN_ORIGIN: &str = "<built-in servers>";
+
+/// The servers of [`BUILTIN_TOML`], parsed once.
+fn builtin_servers() -> Vec<ServerConfig> {
+    static PARSED: std::sync::OnceLock<Vec<ServerConfig>> = std::sync::OnceLock::new();
+    PARSED
+        .get_or_init(|| {
+            let base = Config::without_servers();
+            match merge_text(
+                BUILTIN_TOML,
+                Path::new(BUILTIN_ORIGIN),
+                base,
+                FileKind::User,
+            ) {
+                Ok(config) => config.servers,
+                Err(e) => panic!("BUG: the built-in server table does not parse: {e}"),
+            }
+        })
+        .clone()
+}
+
 impl Config {
     /// The built-in servers and defaults only.
     pub fn builtin() -> Config {
         Config {
             servers: builtin_servers(),
+            ..Config::without_servers()
+        }
+    }
+
+    /// The defaults, with no server at all.
+    fn without_servers() -> Config {
+        Config {
+            servers: Vec::new(),
             read_only_roots: Vec::new(),
             discover_read_only_roots: true,
             discovered_read_only_roots: Vec::new(),
@@ -1413,203 +1447,43 @@ fn typescript_beside(program: &Path) -> Option<PathBuf> {
         .find(|tsserver| tsserver.is_file())
 }
 
-fn python_server(name: &str, command: &str, args: &[&str]) -> ServerConfig {
-    let mut server = ServerConfig::new(
-        name,
-        command,
-        args,
-        &["python"],
-        &["py", "pyi"],
-        &[
-            "pyproject.toml",
-            "setup.py",
-            "setup.cfg",
-            "requirements.txt",
-            "pyrightconfig.json",
-        ],
-    );
-    // pyright-langserver has no --version (it fails asking for a transport);
-    // with --stdio and its input closed it logs its version in LSP framing.
-    if command.ends_with("pyright-langserver") {
-        server.probe_args = strings(&["--stdio"]);
-    }
-    server
-}
-
-fn with_ids(mut server: ServerConfig, pairs: &[(&str, &str)]) -> ServerConfig {
-    server.language_id_by_extension = pairs
-        .iter()
-        .map(|(e, i)| ((*e).to_string(), (*i).to_string()))
-        .collect();
-    server
-}
-
-/// The built-in table. Several servers may serve one file type (pyright, basedpyright and
-/// pylsp all take `.py`); each runs only when its binary is on `PATH`.
-fn builtin_servers() -> Vec<ServerConfig> {
-    let mut rust = ServerConfig::new(
-        "rust-analyzer",
-        "rust-analyzer",
-        &[],
-        &["rust"],
-        &["rs"],
-        &["Cargo.toml", "rust-project.json"],
-    );
-    // No `cargo check` on save: an agent saves often and the check competes for the CPU.
-    rust.settings = json!({ "rust-analyzer": { "checkOnSave": false } });
-    // It answers `null`/`[]` while loading; only `quiescent: true` means answers are whole.
-    rust.ready_when_quiescent = true;
-
-    // clangd keeps its default background index (needed for cross-file references); note
-    // that it writes `.cache/clangd/index/` into the project.
-    let clangd = with_ids(
-        ServerConfig::new(
-            "clangd",
-            "clangd",
-            &[],
-            &["cpp", "c"],
-            &["c", "h", "cc", "cpp", "cxx", "hpp", "hh", "hxx"],
-            &[
-                "compile_commands.json",
-                "compile_flags.txt",
-                ".clangd",
-                "CMakeLists.txt",
-                "Makefile",
-            ],
-        ),
-        &[("c", "c")],
-    );
-
-    let mut typescript = with_ids(
-        ServerConfig::new(
-            "typescript-language-server",
-            "typescript-language-server",
-            &["--stdio"],
-            &[
-                "typescript",
-                "typescriptreact",
-                "javascript",
-                "javascriptreact",
-            ],
-            &["ts", "tsx", "js", "jsx", "mjs", "cjs", "mts", "cts"],
-            &["tsconfig.json", "jsconfig.json", "package.json"],
-        ),
-        &[
-            ("ts", "typescript"),
-            ("mts", "typescript"),
-            ("cts", "typescript"),
-            ("tsx", "typescriptreact"),
-            ("js", "javascript"),
-            ("mjs", "javascript"),
-            ("cjs", "javascript"),
-            ("jsx", "javascriptreact"),
-        ],
-    );
-    // By default typescript-language-server also runs a syntax-only tsserver that answers
-    // while the project loads: a definition right after the first didOpen then lands on the
-    // import, not the declaration. The semantic server alone waits until it can answer right.
-    typescript.initialization_options = Some(json!({ "tsserver": { "useSyntaxServer": "never" } }));
-
-    let json_server = with_ids(
-        ServerConfig::new(
-            "vscode-json-language-server",
-            "vscode-json-language-server",
-            &["--stdio"],
-            &["json", "jsonc"],
-            &["json", "jsonc"],
-            &[],
-        ),
-        &[("json", "json"), ("jsonc", "jsonc")],
-    );
-
-    let css = with_ids(
-        ServerConfig::new(
-            "vscode-css-language-server",
-            "vscode-css-language-server",
-            &["--stdio"],
-            &["css", "scss", "less"],
-            &["css", "scss", "less"],
-            &[],
-        ),
-        &[("css", "css"), ("scss", "scss"), ("less", "less")],
-    );
-
-    vec![
-        rust,
-        clangd,
-        python_server("pyright", "pyright-langserver", &["--stdio"]),
-        python_server("basedpyright", "basedpyright-langserver", &["--stdio"]),
-        python_server("pylsp", "pylsp", &[]),
-        typescript,
-        ServerConfig {
-            // `gopls version` is its version command.
-            probe_args: strings(&["version"]),
-            ..ServerConfig::new(
-                "gopls",
-                "gopls",
-                &[],
-                &["go"],
-                &["go"],
-                &["go.work", "go.mod"],
-            )
-        },
-        ServerConfig::new(
-            "bash-language-server",
-            "bash-language-server",
-            &["start"],
-            &["shellscript"],
-            &["sh", "bash"],
-            &[],
-        ),
-        json_server,
-        ServerConfig::new(
-            "yaml-language-server",
-            "yaml-language-server",
-            &["--stdio"],
-            &["yaml"],
-            &["yaml", "yml"],
-            &[],
-        ),
-        css,
-        ServerConfig::new(
-            "vscode-html-language-server",
-            "vscode-html-language-server",
-            &["--stdio"],
-            &["html"],
-            &["html", "htm"],
-            &[],
-        ),
-        ServerConfig::new(
-            "taplo",
-            "taplo",
-            &["lsp", "stdio"],
-            &["toml"],
-            &["toml"],
-            &[".taplo.toml", "taplo.toml"],
-        ),
-        ServerConfig::new(
-            "marksman",
-            "marksman",
-            &["server"],
-            &["markdown"],
-            &["md", "markdown"],
-            &[".marksman.toml"],
-        ),
-        ServerConfig::new(
-            "lua-language-server",
-            "lua-language-server",
-            &[],
-            &["lua"],
-            &["lua"],
-            &[".luarc.json", ".luarc.jsonc"],
-        ),
-        ServerConfig::new("zls", "zls", &[], &["zig"], &["zig"], &["build.zig"]),
-    ]
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What `acp-lsp servers --print-builtins` prints, read as a user file
+    /// over the built-ins or over nothing, is the built-in table.
+    #[test]
+    fn builtin_toml_parses_back_to_the_same_config() {
+        let builtin = Config::builtin();
+        let over_builtins = parse(BUILTIN_TOML).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(over_builtins.servers, builtin.servers);
+        let over_nothing =
+            Config::from_toml_str(BUILTIN_TOML, &origin(), Config::without_servers())
+                .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(over_nothing.servers, builtin.servers);
+        // The table holds what the code relies on.
+        let rust = builtin.server("rust-analyzer").expect("rust-analyzer");
+        assert!(rust.ready_when_quiescent);
+        assert_eq!(
+            rust.settings_section(Some("rust-analyzer.checkOnSave")),
+            json!(false)
+        );
+        let pyright = builtin.server("pyright").expect("pyright");
+        assert_eq!(pyright.probe_args, vec!["--stdio"]);
+        let names: Vec<&str> = builtin.servers.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(
+            &names[..5],
+            [
+                "rust-analyzer",
+                "clangd",
+                "pyright",
+                "basedpyright",
+                "pylsp"
+            ],
+            "preference order"
+        );
+    }
 
     fn origin() -> PathBuf {
         PathBuf::from("/etc/acp-lsp/config.toml")
