@@ -606,7 +606,7 @@ fn run_servers(dir: Option<PathBuf>, config: Option<PathBuf>) -> anyhow::Result<
     let report = runtime.block_on(async {
         let progress = Progress::start(format!("looking for projects in {}", dir.display()), None);
         let scan =
-            tokio::task::spawn_blocking(move || acp_lsp::lsp::detect::health_report(&dir, &config))
+            tokio::task::spawn_blocking(move || acp_lsp::lsp::health::health_report(&dir, &config))
                 .await;
         progress.finish().await;
         scan

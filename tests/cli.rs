@@ -408,6 +408,53 @@ async fn servers_lists_clangd_with_its_binary() {
     );
 }
 
+/// With two Python servers installed, `servers` runs the first of the
+/// built-in order (pyright) and says why the other (pylsp) does not run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn servers_names_the_primary_server_and_why_another_does_not_run() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let bin = dir.path().join("bin");
+    std::fs::create_dir(&bin).expect("mkdir bin");
+    for name in ["pyright-langserver", "pylsp"] {
+        let stub = bin.join(name);
+        std::fs::write(&stub, "#!/bin/sh\nexit 0\n").expect("write a stub");
+        std::fs::set_permissions(&stub, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .expect("chmod");
+    }
+    let project = dir.path().join("project");
+    std::fs::create_dir(&project).expect("mkdir project");
+    std::fs::write(project.join("pyproject.toml"), "[project]\nname = \"p\"\n").expect("write");
+    std::fs::write(project.join("m.py"), "x = 1\n").expect("write");
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let output = run_in(
+        &["servers", &project.display().to_string()],
+        dir.path(),
+        dir.path(),
+        &[("PATH", &path)],
+    )
+    .await;
+    assert_success(&output, "acp-lsp servers");
+    let text = stdout(&output);
+    let row = |name: &str| {
+        text.lines()
+            .find(|l| l.split_whitespace().next() == Some(name))
+            .unwrap_or_else(|| panic!("no {name} row:\n{text}"))
+            .to_string()
+    };
+    assert!(row("pyright").contains("at session start"), "{text}");
+    assert!(row("pylsp").contains("no (pyright first)"), "{text}");
+    assert!(
+        text.lines().any(|l| l.starts_with("Not run: pylsp")
+            && l.contains("pyright comes first")
+            && l.contains("secondary = true")),
+        "{text}"
+    );
+}
+
 /// `servers --print-builtins` prints the built-in table as a config file
 /// that reads back to the built-in servers (over the built-ins or alone).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -5,6 +5,7 @@ pub mod connection;
 pub mod detect;
 pub mod documents;
 pub mod handshake;
+pub mod health;
 pub mod primary;
 pub mod probe;
 pub mod process;
