@@ -582,10 +582,11 @@ impl LspHost for Registry {
     async fn request(&self, call: HostCall) -> Result<HostReply, GateError> {
         // In flight from here: not stopped for idleness or to make room.
         let _use = InUse::begin(self, &call.server_id);
-        // The nested roots of the files it names get their servers; the
-        // request itself goes to the server it names, started if idle.
-        self.start_for_documents(&call.session, &call.documents);
+        // The server it names starts if idle (first: it must not lose its
+        // place under the cap to the others); then the nested roots of the
+        // files it names get their servers.
         self.start_server(&call.server_id)?;
+        self.start_for_documents(&call.session, &call.documents);
         let server = self
             .server(&call.server_id)
             .ok_or_else(|| GateError::UnknownServer {
