@@ -506,3 +506,23 @@ fn project_code_off_pins_typescript_beside_the_server() {
     // The built-in's own option stays.
     assert_eq!(options["tsserver"]["useSyntaxServer"], json!("never"));
 }
+
+#[test]
+fn lazy_roots_keys_are_read_and_checked() {
+    let defaults = Config::builtin();
+    assert!(!defaults.lazy);
+    assert_eq!(defaults.max_running_servers, DEFAULT_MAX_RUNNING_SERVERS);
+    assert_eq!(defaults.nested_idle_stop_ms, DEFAULT_NESTED_IDLE_STOP_MS);
+    let config = parse(
+        "lazy = true\nmax_running_servers = 3\nnested_idle_stop_ms = 0\n\
+         [servers.pylsp]\nsecondary = true\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert!(config.lazy);
+    assert_eq!(config.max_running_servers, 3);
+    assert_eq!(config.nested_idle_stop_ms, 0);
+    assert!(config.server("pylsp").is_some_and(|s| s.secondary));
+    assert!(config.server("pyright").is_some_and(|s| !s.secondary));
+    let err = parse("max_running_servers = 0\n").expect_err("0 servers is refused");
+    assert_eq!(err.key(), Some("max_running_servers"), "{err}");
+}
