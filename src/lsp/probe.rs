@@ -7,6 +7,10 @@
 //! pip install fails the same way. The check runs the program the proxy would
 //! start, in its own process group, with the allowlisted environment, stdin
 //! closed; the whole group is killed once it has answered or timed out.
+//! A check in LSP mode (`probe_args` with `--stdio`, pyright's) keeps stdin
+//! open instead and ends when the server first speaks LSP: pyright exits 1
+//! without a word when its input is already at its end as it starts, and
+//! whether it logs its version first was a race.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -95,16 +99,42 @@ pub fn probe_all(items: &[(PathBuf, &ServerConfig)]) -> Vec<Probe> {
 
 /// Runs `binary` with the server's `probe_args` and environment once.
 pub fn probe(binary: &Path, server: &ServerConfig) -> Probe {
-    match run_bounded(binary, &server.probe_args, &server.env, None, PROBE_TIMEOUT) {
+    let lsp_mode = server.probe_args.iter().any(|a| a == "--stdio");
+    let input = if lsp_mode { Input::Open } else { Input::Closed };
+    match run(
+        binary,
+        &server.probe_args,
+        &server.env,
+        None,
+        PROBE_TIMEOUT,
+        input,
+    ) {
         Ok(Ran::Exited {
             success,
             code,
             stdout,
             stderr,
         }) => verdict(success, code, &stdout, &stderr),
+        Ok(Ran::SpokeLsp { stdout, stderr }) => verdict(false, None, &stdout, &stderr),
         Ok(Ran::TimedOut) => Probe::TimedOut,
         Err(e) => Probe::CannotRun(e.to_string()),
     }
+}
+
+/// The child's stdin during a bounded run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Input {
+    /// `/dev/null`: a command that reads nothing.
+    Closed,
+    /// A pipe held open (and never written) until the run ends; the run
+    /// also ends when stdout begins with LSP framing.
+    Open,
+}
+
+/// What ends a bounded run.
+enum Event {
+    Exited(std::io::Result<std::process::ExitStatus>),
+    SpokeLsp,
 }
 
 /// How a bounded run ended.
@@ -113,6 +143,11 @@ pub enum Ran {
     Exited {
         success: bool,
         code: Option<i32>,
+        stdout: String,
+        stderr: String,
+    },
+    /// With stdin open: it wrote LSP framing to stdout (and was then killed).
+    SpokeLsp {
         stdout: String,
         stderr: String,
     },
@@ -130,6 +165,17 @@ pub fn run_bounded(
     cwd: Option<&Path>,
     timeout: Duration,
 ) -> std::io::Result<Ran> {
+    run(binary, args, env, cwd, timeout, Input::Closed)
+}
+
+fn run(
+    binary: &Path,
+    args: &[String],
+    env: &std::collections::BTreeMap<String, String>,
+    cwd: Option<&Path>,
+    timeout: Duration,
+    input: Input,
+) -> std::io::Result<Ran> {
     let mut command = Command::new(binary);
     if let Some(cwd) = cwd {
         command.current_dir(cwd);
@@ -139,31 +185,39 @@ pub fn run_bounded(
         .env_clear()
         .envs(std::env::vars_os().filter(|(name, _)| is_allowed_env(name)))
         .envs(env)
-        .stdin(Stdio::null())
+        .stdin(match input {
+            Input::Closed => Stdio::null(),
+            Input::Open => Stdio::piped(),
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     std::os::unix::process::CommandExt::process_group(&mut command, 0);
     let mut child = command.spawn()?;
     let pid = child.id();
-    let stdout = child.stdout.take().map(read_capped);
-    let stderr = child.stderr.take().map(read_capped);
+    // Held (never written) until the run ends.
+    let held_stdin = child.stdin.take();
     let (tx, rx) = std::sync::mpsc::channel();
+    let spoke = (input == Input::Open).then(|| tx.clone());
+    let stdout = child.stdout.take().map(|s| read_capped(s, spoke));
+    let stderr = child.stderr.take().map(|s| read_capped(s, None));
     let waiter = std::thread::spawn(move || {
-        let _ = tx.send(child.wait());
+        let _ = tx.send(Event::Exited(child.wait()));
     });
-    let status = rx.recv_timeout(timeout);
+    let event = rx.recv_timeout(timeout);
     kill_group(pid);
+    drop(held_stdin);
     let _ = waiter.join();
     let stdout = stdout.and_then(|h| h.join().ok()).unwrap_or_default();
     let stderr = stderr.and_then(|h| h.join().ok()).unwrap_or_default();
-    match status {
-        Ok(Ok(status)) => Ok(Ran::Exited {
+    match event {
+        Ok(Event::Exited(Ok(status))) => Ok(Ran::Exited {
             success: status.success(),
             code: status.code(),
             stdout,
             stderr,
         }),
-        Ok(Err(e)) => Err(e),
+        Ok(Event::Exited(Err(e))) => Err(e),
+        Ok(Event::SpokeLsp) => Ok(Ran::SpokeLsp { stdout, stderr }),
         Err(_) => Ok(Ran::TimedOut),
     }
 }
@@ -215,12 +269,30 @@ fn first_line(text: &str) -> String {
     line
 }
 
-fn read_capped(mut stream: impl Read + Send + 'static) -> std::thread::JoinHandle<String> {
+/// Reads a stream to its end, keeping [`MAX_PROBE_OUTPUT`] bytes; with
+/// `spoke`, says so as soon as what was kept begins with LSP framing.
+fn read_capped(
+    mut stream: impl Read + Send + 'static,
+    spoke: Option<std::sync::mpsc::Sender<Event>>,
+) -> std::thread::JoinHandle<String> {
     std::thread::spawn(move || {
         let mut kept = Vec::new();
-        let _ = (&mut stream).take(MAX_PROBE_OUTPUT).read_to_end(&mut kept);
-        // Drain the rest so the binary never blocks on a full pipe.
-        let _ = std::io::copy(&mut stream, &mut std::io::sink());
+        let mut chunk = [0u8; 4096];
+        let mut told = spoke.is_none();
+        loop {
+            let n = match stream.read(&mut chunk) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            let room = (MAX_PROBE_OUTPUT as usize).saturating_sub(kept.len());
+            kept.extend_from_slice(&chunk[..n.min(room)]);
+            if !told && kept.trim_ascii_start().starts_with(b"Content-Length:") {
+                told = true;
+                if let Some(spoke) = &spoke {
+                    let _ = spoke.send(Event::SpokeLsp);
+                }
+            }
+        }
         String::from_utf8_lossy(&kept).into_owned()
     })
 }
@@ -277,5 +349,32 @@ mod tests {
                 output: "env: 'node': No such file or directory".into()
             }
         );
+    }
+
+    /// Like pyright: with its input already at its end as it starts, it
+    /// exits 1 without a word; with its input open it speaks LSP (after a
+    /// pause, so the old check, stdin closed, saw the silent exit). The LSP
+    /// mode check (`--stdio`) keeps stdin open and ends when it speaks.
+    #[test]
+    fn an_lsp_mode_check_keeps_stdin_open_until_the_server_speaks() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let binary = dir.path().join("silent-at-eof");
+        std::fs::write(
+            &binary,
+            "#!/bin/sh\n( sleep 1; printf 'Content-Length: 2\\r\\n\\r\\n{}' ) &\nread -r line\nexit 1\n",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        std::fs::set_permissions(&binary, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let mut server = ServerConfig::new("x", "silent-at-eof", &[], &["x"], &["x"], &[]);
+        server.probe_args = vec!["--stdio".to_string()];
+        assert_eq!(probe(&binary, &server), Probe::Starts { version: None });
+        // A version check still gets its input closed: the same binary
+        // exits 1 at once.
+        server.probe_args = vec!["--version".to_string()];
+        assert!(matches!(
+            probe(&binary, &server),
+            Probe::Fails { code: Some(1), .. }
+        ));
     }
 }
