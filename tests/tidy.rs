@@ -33,6 +33,7 @@ const EVERY_OTHER: &[&str] = &[
     "agent_process",
     "cli",
     "conformance",
+    "daemon",
     "edit",
     "gate",
     "jsonrpc",

@@ -40,7 +40,8 @@
 //! toolchain's source roots, see `lsp::toolchain`), `allowed_uri_schemes`, `skip_dirs`, `idle_grace_ms`,
 //! `trusted_projects`, `project_code` (`"run"` or `"off"`, see [`ProjectCode`]),
 //! `max_requests_per_session`, `max_requests_total` (the gate's quotas), `mcp_http`
-//! (a table: `max_body_bytes`, `max_concurrent`, `read_timeout_ms`), `servers`.
+//! (a table: `max_body_bytes`, `max_concurrent`, `read_timeout_ms`), `servers`,
+//! `shared` (`true`: `acp-lsp proxy` acts as with `--shared`, see `crate::daemon`).
 //! A list given in a file replaces the list it is merged over.
 //!
 //! Keys of a `[servers.NAME]` table (all optional when NAME is an existing server):
@@ -453,6 +454,8 @@ pub struct Config {
     pub max_requests_per_session: usize,
     pub max_requests_total: usize,
     pub mcp_http: McpHttpLimits,
+    /// `proxy` uses the shared per-user daemon (as with `--shared`).
+    pub shared: bool,
     /// Files that were read, in order.
     pub sources: Vec<PathBuf>,
 }
@@ -614,6 +617,7 @@ struct FileConfig {
     max_requests_per_session: Option<usize>,
     max_requests_total: Option<usize>,
     mcp_http: Option<McpHttpPatch>,
+    shared: Option<bool>,
     #[serde(default)]
     servers: BTreeMap<String, ServerPatch>,
 }
@@ -674,6 +678,7 @@ impl Config {
             max_requests_per_session: crate::gate::DEFAULT_MAX_REQUESTS_PER_SESSION,
             max_requests_total: crate::gate::DEFAULT_MAX_REQUESTS_TOTAL,
             mcp_http: McpHttpLimits::default(),
+            shared: false,
             sources: Vec::new(),
         }
     }
@@ -1049,6 +1054,9 @@ fn merge_text(
     }
     if let Some(ms) = file.idle_grace_ms {
         config.idle_grace_ms = ms;
+    }
+    if let Some(shared) = file.shared {
+        config.shared = shared;
     }
     if let Some(code) = file.project_code {
         config.project_code = Some(code);
