@@ -72,6 +72,7 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
         "edit",
         &["acp", "cli", "conformance", "lsp", "mcp", "oneshot"],
     ),
+    ("daemon", &["cli", "conformance", "edit", "mcp", "oneshot"]),
 ];
 
 // ---------------------------------------------------------------------------

@@ -10,7 +10,7 @@ use super::paths::Paths;
 use super::wire::{self, ForwardedRequest, Op, Reply, Request, Welcome, WireReply, WireRoute};
 use super::{
     CONNECT_RETRY_MAX_PAUSE, CONNECT_RETRY_PAUSE, DAEMON_START_TIMEOUT, HELLO_TIMEOUT,
-    MAX_LINE_BYTES,
+    MAX_LINE_BYTES, MAX_LOG_BYTES,
 };
 use crate::gate::{GateError, HostCall, HostReply, LspHost, Route, ServerEntry, Session};
 use futures::StreamExt;
@@ -132,9 +132,18 @@ impl RemoteHost {
         if let Some(conn) = self.live_conn() {
             return Ok(conn);
         }
+        // A daemon deciding it is idle may close a connection it had not
+        // yet accepted; then once more, which starts a new daemon.
         let stream = connect_or_start(&self.paths, &self.launcher).await?;
-        let conn = self.attach(stream).await?;
-        Ok(conn)
+        match self.attach(stream).await {
+            Ok(conn) => Ok(conn),
+            Err(ConnectError::Refused(why)) => {
+                tracing::info!(%why, "the daemon closed the connection at hello; once more");
+                let stream = connect_or_start(&self.paths, &self.launcher).await?;
+                self.attach(stream).await
+            }
+            Err(other) => Err(other),
+        }
     }
 
     /// Says hello on a new stream, re-opens our sessions on it, installs it.
@@ -378,9 +387,13 @@ fn start_daemon(paths: &Paths, launcher: &Launcher) -> Result<(), ConnectError> 
         program: launcher.program.display().to_string(),
         source,
     };
+    // The log of earlier daemons is kept up to a size, then started anew.
+    let keep = std::fs::metadata(&paths.log).is_ok_and(|m| m.len() < MAX_LOG_BYTES);
     let log = std::fs::OpenOptions::new()
         .create(true)
-        .append(true)
+        .append(keep)
+        .write(true)
+        .truncate(!keep)
         .open(&paths.log)
         .map_err(spawn_error)?;
     let mut command = std::process::Command::new(&launcher.program);

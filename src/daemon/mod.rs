@@ -43,3 +43,6 @@ pub const MAX_IN_FLIGHT_PER_CLIENT: usize = 2 * crate::gate::DEFAULT_MAX_REQUEST
 /// Longest line on the daemon socket, either way (the gate's params limit
 /// plus room; a confirmed write carries a whole document).
 pub const MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
+/// The daemon's log file is started anew when a daemon starts and finds it
+/// this large.
+pub const MAX_LOG_BYTES: u64 = 16 * 1024 * 1024;

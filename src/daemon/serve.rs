@@ -362,21 +362,24 @@ impl Daemon {
                     token.cancel();
                 }
             }
-            Op::Servers { session } => {
+            Op::Servers { session: name } => {
                 let daemon = Arc::clone(self);
-                let session = self.sessions.get(&client.session_key(&session));
+                let session = self.sessions.get(&client.session_key(&name));
                 let tx = client.tx.clone();
                 tasks.spawn(async move {
                     let answer = match session {
                         Some(session) => to_raw(&daemon.registry.servers(&session).await),
-                        None => Err(GateError::UnknownSession(String::new())),
+                        None => Err(GateError::UnknownSession(name)),
                     };
                     send(&tx, id, answer);
                 });
             }
-            Op::Route { session, server_id } => {
+            Op::Route {
+                session: name,
+                server_id,
+            } => {
                 let daemon = Arc::clone(self);
-                let session = self.sessions.get(&client.session_key(&session));
+                let session = self.sessions.get(&client.session_key(&name));
                 let tx = client.tx.clone();
                 tasks.spawn(async move {
                     let answer = match session {
@@ -391,19 +394,19 @@ impl Daemon {
                                     request_timeout_ms: route.request_timeout.as_millis() as u64,
                                 })
                             }),
-                        None => Err(GateError::UnknownSession(String::new())),
+                        None => Err(GateError::UnknownSession(name)),
                     };
                     send(&tx, id, answer);
                 });
             }
             Op::Request(call) => self.request(client, id, *call, tasks),
             Op::Diagnostics {
-                session,
+                session: name,
                 documents,
                 wait_ms,
             } => {
                 let daemon = Arc::clone(self);
-                let session = self.sessions.get(&client.session_key(&session));
+                let session = self.sessions.get(&client.session_key(&name));
                 let tx = client.tx.clone();
                 tasks.spawn(async move {
                     let answer = match session {
@@ -412,7 +415,7 @@ impl Daemon {
                             .diagnostics(&session, documents, Duration::from_millis(wait_ms))
                             .await
                             .and_then(|entries| to_raw(&entries)),
-                        None => Err(GateError::UnknownSession(String::new())),
+                        None => Err(GateError::UnknownSession(name)),
                     };
                     send(&tx, id, answer);
                 });
