@@ -9,6 +9,7 @@ use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
+use support::fake::{fake_server, read_log, uri_of};
 use support::procfs::{all_pids, process_alive, wait_until_gone, POLL_INTERVAL};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout};
@@ -24,7 +25,8 @@ const WAIT_UNTIL_READY_MS: u64 = 120_000;
 /// An ACP agent that answers `initialize` and `session/new` (always session
 /// "s": the daemon must keep three proxies' "s" apart) and, for the
 /// editor's `_test/ask {method, params}`, sends that request to its client
-/// (the proxy answers `lsp/*`) and answers with `{response}`.
+/// (the proxy answers `lsp/*`) and answers with `{response}`; for
+/// `_test/notify {method, params}`, sends that notification.
 const AGENT: &str = r#"
 import json, sys
 pending = {}
@@ -43,6 +45,9 @@ for line in sys.stdin:
             send({"jsonrpc": "2.0", "id": msg["id"], "result": {"protocolVersion": 1, "agentCapabilities": {}}})
         elif method == "session/new":
             send({"jsonrpc": "2.0", "id": msg["id"], "result": {"sessionId": "s"}})
+        elif method == "_test/notify":
+            send({"jsonrpc": "2.0", "method": msg["params"]["method"], "params": msg["params"]["params"]})
+            send({"jsonrpc": "2.0", "id": msg["id"], "result": None})
         elif method == "_test/ask":
             n += 1
             ours = "agent-%d" % n
@@ -65,20 +70,30 @@ struct World {
 }
 
 impl World {
+    /// The Rust project, with rust-analyzer.
     fn new() -> World {
         support::require("rust-analyzer", "rustup component add rust-analyzer");
+        World::with("", |project| {
+            support::copy_tree(
+                &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/projects/rust-three-files"),
+                project,
+            )
+        })
+    }
+
+    /// A project made by `fill`, with `config` added to the config file.
+    fn with(config_text: &str, fill: impl FnOnce(&Path)) -> World {
         let dir = tempfile::tempdir().expect("temp dir");
         let runtime = dir.path().join("run");
         std::fs::create_dir(&runtime).expect("runtime dir");
         let project = dir.path().join("project");
-        support::copy_tree(
-            &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/projects/rust-three-files"),
-            &project,
-        );
+        std::fs::create_dir(&project).expect("project dir");
+        fill(&project);
         let project = project.canonicalize().expect("canonical project");
         let config = dir.path().join("config.toml");
         // Servers nobody uses stop soon, so the daemon's own exit is seen.
-        std::fs::write(&config, "idle_grace_ms = 1000\n").expect("write config");
+        std::fs::write(&config, format!("idle_grace_ms = 1000\n{config_text}"))
+            .expect("write config");
         let agent = dir.path().join("agent.py");
         std::fs::write(&agent, AGENT).expect("write agent");
         World {
@@ -505,4 +520,71 @@ async fn a_killed_daemon_comes_back_with_the_same_server_ids() {
     assert_eq!(status["servers"][0]["serverId"], id.as_str());
     let new_daemon = status["pid"].as_u64().expect("pid") as u32;
     assert_eq!(rust_analyzers_under(new_daemon).len(), 1, "{status}");
+}
+
+/// An agent's `$/cancel_request` crosses the daemon: the shared server gets
+/// `$/cancelRequest` for the request, and the agent -32800 `cancelled`
+/// (not the deadline's answer). The fake server, which never answers, is
+/// the only way to hold a request in the server for sure.
+#[tokio::test]
+async fn a_cancel_reaches_the_shared_server() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let log = dir.path().join("fake.log");
+    let config = format!(
+        "[servers.fake]\ncommand = {}\nlanguage_ids = [\"fake\"]\nfile_extensions = [\"fake\"]\n\
+         root_markers = [\"fake.toml\"]\nenv = {{ FAKE_LSP_MODE = \"hang\", FAKE_LSP_LOG = {} }}\n",
+        serde_json::to_string(fake_server()).expect("string"),
+        serde_json::to_string(&log.display().to_string()).expect("string"),
+    );
+    let world = World::with(&config, |project| {
+        std::fs::write(project.join("fake.toml"), "").expect("marker");
+        std::fs::write(project.join("a.fake"), "hello\n").expect("document");
+    });
+    let mut proxy = world.proxy("a").await;
+    let servers = proxy.ask("lsp/servers", json!({"sessionId": "s"})).await;
+    let id = servers["result"]["servers"][0]["serverId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no server: {servers}"))
+        .to_string();
+    let uri = uri_of(&world.project.join("a.fake"));
+    // The agent's second request of its own: id "agent-2".
+    let asked = proxy
+        .send(
+            "_test/ask",
+            json!({"method": "lsp/request", "params": {
+                "sessionId": "s", "serverId": id, "method": "textDocument/hover",
+                "params": {"textDocument": {"uri": uri}, "position": {"line": 0, "character": 0}},
+                "_meta": {"waitUntilReady": WAIT_UNTIL_READY_MS}}}),
+        )
+        .await;
+    let deadline = Instant::now() + PROCESS_TIMEOUT;
+    let server_side = loop {
+        if let Some(hover) = read_log(&log)
+            .into_iter()
+            .find(|m| m["method"] == "textDocument/hover")
+        {
+            break hover["id"].clone();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the hover never reached the server"
+        );
+        tokio::time::sleep(POLL_INTERVAL).await;
+    };
+    proxy
+        .call(
+            "_test/notify",
+            json!({"method": "$/cancel_request", "params": {"requestId": "agent-2"}}),
+        )
+        .await;
+    let answer = proxy.answer(asked).await;
+    let error = &answer["result"]["response"]["error"];
+    assert_eq!(error["code"], -32800, "{answer}");
+    assert_eq!(error["data"]["reason"], "cancelled", "{answer}");
+    assert!(
+        read_log(&log)
+            .iter()
+            .any(|m| m["method"] == "$/cancelRequest" && m["params"]["id"] == server_side),
+        "no $/cancelRequest for {server_side}"
+    );
 }
