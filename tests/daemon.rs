@@ -441,11 +441,33 @@ async fn three_proxies_share_one_rust_analyzer() {
     assert_eq!(proxies[1].references(&id, &world.project).await, expected);
     assert_eq!(proxies[2].references(&id, &world.project).await, expected);
 
-    // Every proxy gone: the server stops after the idle grace, then the
-    // daemon, which has neither clients nor servers, exits.
+    // The proxy that started the daemon goes (SIGKILL): the daemon, in its
+    // own session, and the server stay for the other two.
     let server = servers[0]["_meta"]["acp-lsp"]["pid"]
         .as_u64()
         .expect("server pid") as u32;
+    let starter = parent(daemon).expect("the daemon's parent");
+    let first = proxies
+        .iter()
+        .position(|p| p.child.id() == Some(starter))
+        .expect("a proxy started the daemon");
+    let mut proxies: Vec<Proxy> = proxies.into_iter().collect();
+    let mut gone = proxies.remove(first);
+    gone.child.start_kill().expect("kill proxy");
+    gone.child.wait().await.expect("reap proxy");
+    world
+        .status_until("two clients", |s| {
+            s["clients"].as_array().map(Vec::len) == Some(2)
+        })
+        .await;
+    assert!(process_alive(daemon) && process_alive(server));
+    for proxy in proxies.iter_mut() {
+        assert_eq!(proxy.rust_analyzer().await["serverId"], id.as_str());
+        assert_eq!(proxy.references(&id, &world.project).await, expected);
+    }
+
+    // Every proxy gone: the server stops after the idle grace, then the
+    // daemon, which has neither clients nor servers, exits.
     for proxy in proxies.iter_mut() {
         proxy.child.start_kill().expect("kill proxy");
         proxy.child.wait().await.expect("reap proxy");
