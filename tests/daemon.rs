@@ -331,6 +331,24 @@ fn expected_references() -> Vec<(String, u64)> {
     .collect()
 }
 
+/// A config entry for the fake server, which never answers (`hang`) and
+/// logs what it receives to `log`.
+fn hanging_fake(log: &Path) -> String {
+    format!(
+        "[servers.fake]\ncommand = {}\nlanguage_ids = [\"fake\"]\nfile_extensions = [\"fake\"]\n\
+         root_markers = [\"fake.toml\"]\nenv = {{ FAKE_LSP_MODE = \"hang\", FAKE_LSP_LOG = {} }}\n",
+        serde_json::to_string(fake_server()).expect("string"),
+        serde_json::to_string(&log.display().to_string()).expect("string"),
+    )
+}
+
+/// The `lsp/servers` entry named `name` in a status or servers list.
+fn named<'a>(list: &'a Value, name: &str) -> &'a Value {
+    list.as_array()
+        .and_then(|l| l.iter().find(|s| s["name"] == name))
+        .unwrap_or_else(|| panic!("no {name} in {list}"))
+}
+
 /// The parent of `pid`.
 fn parent(pid: u32) -> Option<u32> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
@@ -479,34 +497,53 @@ async fn three_proxies_share_one_rust_analyzer() {
     );
 }
 
-/// SIGKILL of the daemon while a request waits in it: that request fails
+/// SIGKILL of the daemon while a request waits in it (at the fake server,
+/// which never answers, so it is in flight for sure): that request fails
 /// `daemon_unavailable` (retryable); the proxy starts a new daemon and
-/// re-attaches; the same serverId answers; no rust-analyzer is left over.
+/// re-attaches; the same serverIds come back and rust-analyzer answers; no
+/// server of the dead daemon is left running.
 #[tokio::test]
 async fn a_killed_daemon_comes_back_with_the_same_server_ids() {
-    let world = World::new();
+    support::require("rust-analyzer", "rustup component add rust-analyzer");
+    let log_dir = tempfile::tempdir().expect("temp dir");
+    let log = log_dir.path().join("fake.log");
+    let world = World::with(&hanging_fake(&log), |project| {
+        support::copy_tree(
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/projects/rust-three-files"),
+            project,
+        );
+        std::fs::write(project.join("fake.toml"), "").expect("marker");
+        std::fs::write(project.join("a.fake"), "hello\n").expect("document");
+    });
     let mut proxy = world.proxy("a").await;
-    let id = proxy.rust_analyzer().await["serverId"]
-        .as_str()
-        .expect("serverId")
-        .to_string();
-    // A request sitting in the daemon (waiting for the server to be ready,
-    // or being answered) when it dies.
+    let servers = proxy.ask("lsp/servers", json!({"sessionId": "s"})).await;
+    let ra = named(&servers["result"]["servers"], "rust-analyzer")["serverId"].clone();
+    let fake = named(&servers["result"]["servers"], "fake")["serverId"].clone();
     let asked = proxy
         .send(
             "_test/ask",
-            json!({"method": "lsp/request", "params": Proxy::references_params(&id, &world.project)}),
+            json!({"method": "lsp/request", "params": {
+                "sessionId": "s", "serverId": fake, "method": "textDocument/hover",
+                "params": {"textDocument": {"uri": uri_of(&world.project.join("a.fake"))},
+                           "position": {"line": 0, "character": 0}},
+                "_meta": {"waitUntilReady": WAIT_UNTIL_READY_MS}}}),
         )
         .await;
     let status = world
-        .status_until("the request in flight and the server's pid", |s| {
-            s["clients"][0]["inFlight"] == 1 && s["servers"][0]["_meta"]["acp-lsp"]["pid"].is_u64()
+        .status_until("the request in flight and both servers' pids", |s| {
+            s["clients"][0]["inFlight"] == 1
+                && s["servers"].as_array().is_some_and(|l| {
+                    l.len() == 2 && l.iter().all(|e| e["_meta"]["acp-lsp"]["pid"].is_u64())
+                })
         })
         .await;
     let daemon = status["pid"].as_u64().expect("pid") as u32;
-    let old_server = status["servers"][0]["_meta"]["acp-lsp"]["pid"]
-        .as_u64()
-        .expect("server pid") as u32;
+    let old_servers: Vec<u32> = status["servers"]
+        .as_array()
+        .expect("servers")
+        .iter()
+        .map(|e| e["_meta"]["acp-lsp"]["pid"].as_u64().expect("pid") as u32)
+        .collect();
     // SAFETY: kill only sends a signal.
     unsafe {
         libc::kill(daemon as libc::pid_t, libc::SIGKILL);
@@ -516,17 +553,22 @@ async fn a_killed_daemon_comes_back_with_the_same_server_ids() {
     assert_eq!(error["data"]["reason"], "daemon_unavailable", "{answer}");
     assert_eq!(error["data"]["retryable"], true, "{answer}");
 
-    // No orphan: the old rust-analyzer died with its daemon.
-    assert!(
-        wait_until_gone(&[old_server], PROCESS_TIMEOUT)
-            .await
-            .is_empty(),
-        "rust-analyzer {old_server} outlived its daemon"
-    );
-    // The same serverId, now served by a new daemon, answers correctly.
-    assert_eq!(proxy.rust_analyzer().await["serverId"], id.as_str());
+    // No orphan: the servers died with their daemon.
+    let survivors = wait_until_gone(&old_servers, PROCESS_TIMEOUT).await;
+    assert!(survivors.is_empty(), "outlived their daemon: {survivors:?}");
+    // The same serverIds, now served by a new daemon; rust-analyzer answers.
+    let servers = proxy.ask("lsp/servers", json!({"sessionId": "s"})).await;
     assert_eq!(
-        proxy.references(&id, &world.project).await,
+        named(&servers["result"]["servers"], "rust-analyzer")["serverId"],
+        ra
+    );
+    assert_eq!(
+        named(&servers["result"]["servers"], "fake")["serverId"],
+        fake
+    );
+    let ra = ra.as_str().expect("serverId");
+    assert_eq!(
+        proxy.references(ra, &world.project).await,
         expected_references()
     );
     let status = world
@@ -539,7 +581,7 @@ async fn a_killed_daemon_comes_back_with_the_same_server_ids() {
         Some(1),
         "{status}"
     );
-    assert_eq!(status["servers"][0]["serverId"], id.as_str());
+    assert_eq!(named(&status["servers"], "rust-analyzer")["serverId"], ra);
     let new_daemon = status["pid"].as_u64().expect("pid") as u32;
     assert_eq!(rust_analyzers_under(new_daemon).len(), 1, "{status}");
 }
@@ -552,13 +594,7 @@ async fn a_killed_daemon_comes_back_with_the_same_server_ids() {
 async fn a_cancel_reaches_the_shared_server() {
     let dir = tempfile::tempdir().expect("temp dir");
     let log = dir.path().join("fake.log");
-    let config = format!(
-        "[servers.fake]\ncommand = {}\nlanguage_ids = [\"fake\"]\nfile_extensions = [\"fake\"]\n\
-         root_markers = [\"fake.toml\"]\nenv = {{ FAKE_LSP_MODE = \"hang\", FAKE_LSP_LOG = {} }}\n",
-        serde_json::to_string(fake_server()).expect("string"),
-        serde_json::to_string(&log.display().to_string()).expect("string"),
-    );
-    let world = World::with(&config, |project| {
+    let world = World::with(&hanging_fake(&log), |project| {
         std::fs::write(project.join("fake.toml"), "").expect("marker");
         std::fs::write(project.join("a.fake"), "hello\n").expect("document");
     });
