@@ -410,3 +410,121 @@ where
         _ = cancel.cancelled() => "connection dropped by acp-lsp".to_string(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lsp::path_map::PathMapping;
+    use bytes::BytesMut;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio_util::codec::{Decoder, Encoder};
+
+    fn frame(body: &str) -> Vec<u8> {
+        let mut out = BytesMut::new();
+        ContentLengthCodec::new(Limits::default())
+            .encode(body, &mut out)
+            .unwrap();
+        out.to_vec()
+    }
+
+    async fn next_body<R: AsyncRead + Unpin>(from: &mut R, buf: &mut BytesMut) -> String {
+        let mut codec = ContentLengthCodec::new(Limits::default());
+        loop {
+            if let Some(LspFrame::Message(body)) = codec.decode(buf).unwrap() {
+                return String::from_utf8(body.to_vec()).unwrap();
+            }
+            assert!(from.read_buf(buf).await.unwrap() > 0, "closed");
+        }
+    }
+
+    #[tokio::test]
+    async fn the_byte_pump_maps_both_ways_and_reports_the_remote_close() {
+        let (socket, mut server) = tokio::io::duplex(1 << 16);
+        let (mut ours, theirs) = tokio::io::duplex(1 << 16);
+        let map = PathMap::new(&[PathMapping {
+            local: "/home/me/p".into(),
+            remote: "/srv/p".into(),
+        }]);
+        let pump = tokio::spawn(pump_bytes(
+            socket,
+            theirs,
+            map,
+            Limits::default(),
+            CancellationToken::new(),
+        ));
+        ours.write_all(&frame(r#"{"uri":"file:///home/me/p/a.py"}"#))
+            .await
+            .unwrap();
+        let mut buf = BytesMut::new();
+        assert_eq!(
+            next_body(&mut server, &mut buf).await,
+            r#"{"uri":"file:///srv/p/a.py"}"#
+        );
+        server
+            .write_all(&frame(r#"{"uri":"file:///srv/p/b.py","o":"/srv/q"}"#))
+            .await
+            .unwrap();
+        let mut buf = BytesMut::new();
+        assert_eq!(
+            next_body(&mut ours, &mut buf).await,
+            r#"{"uri":"file:///home/me/p/b.py","o":"/srv/q"}"#
+        );
+        drop(server);
+        assert_eq!(
+            pump.await.unwrap(),
+            "connection closed by the remote server"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_oversized_answer_fails_its_request_through_the_pump() {
+        let limits = Limits {
+            max_lsp_frame: 64,
+            ..Limits::default()
+        };
+        let (socket, mut server) = tokio::io::duplex(1 << 16);
+        let (mut ours, theirs) = tokio::io::duplex(1 << 16);
+        let _pump = tokio::spawn(pump_bytes(
+            socket,
+            theirs,
+            PathMap::default(),
+            limits,
+            CancellationToken::new(),
+        ));
+        let huge = format!(
+            r#"{{"jsonrpc":"2.0","id":7,"result":"{}"}}"#,
+            "x".repeat(500)
+        );
+        server.write_all(&frame(&huge)).await.unwrap();
+        let mut buf = BytesMut::new();
+        let answer: serde_json::Value =
+            serde_json::from_str(&next_body(&mut ours, &mut buf).await).unwrap();
+        assert_eq!(answer["id"], 7);
+        assert!(answer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("over the frame limit"));
+    }
+
+    #[test]
+    fn the_token_goes_where_token_via_says_and_a_missing_one_is_not_retried() {
+        let mut remote = Remote {
+            connect: "ws://h:1/lsp".into(),
+            token_env: Some("ACP_LSP_UNIT_TOKEN".into()),
+            token_via: TokenVia::Header,
+            subprotocol: Some("lsp".into()),
+            path_map: Vec::new(),
+        };
+        std::env::set_var("ACP_LSP_UNIT_TOKEN", "t0k");
+        let request = upgrade_request(&remote, "ws://h:1/lsp").unwrap();
+        assert_eq!(request.headers()["authorization"], "Bearer t0k");
+        assert_eq!(request.headers()["sec-websocket-protocol"], "lsp");
+        remote.token_via = TokenVia::Subprotocol;
+        let request = upgrade_request(&remote, "ws://h:1/lsp").unwrap();
+        assert!(request.headers().get("authorization").is_none());
+        assert_eq!(request.headers()["sec-websocket-protocol"], "lsp, t0k");
+        remote.token_env = Some("ACP_LSP_UNIT_TOKEN_UNSET".into());
+        let error = upgrade_request(&remote, "ws://h:1/lsp").unwrap_err();
+        assert!(not_retried(&error), "{error}");
+    }
+}
