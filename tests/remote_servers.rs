@@ -26,6 +26,7 @@ use serde_json::value::RawValue;
 use serde_json::{json, Value};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::process::{Child, Command};
+use tokio_rustls::rustls;
 use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
 use tokio_tungstenite::tungstenite::{http, Message};
 use tokio_util::codec::{FramedRead, FramedWrite};
@@ -50,16 +51,28 @@ enum Serve {
     WebSocket {
         token: Option<String>,
         subprotocol: Option<String>,
+        /// `wss://`: TLS with this server configuration.
+        tls: Option<Arc<rustls::ServerConfig>>,
     },
 }
 
-/// A real pyright per accepted connection, started in `dir`.
+/// What the bridge's connections share.
+struct Shared {
+    /// Where pyright runs (the remote copy).
+    dir: PathBuf,
+    serve: Serve,
+    /// One per open connection: cancelling it ends the connection and its pyright.
+    live: Mutex<Vec<CancellationToken>>,
+    accepted: AtomicU64,
+    /// Connections refused (token, TLS) before any LSP traffic.
+    refused: AtomicU64,
+}
+
+/// A real pyright per accepted connection, started in the remote copy.
 struct Bridge {
-    /// `tcp://…`, `unix:…` or `ws://…`.
+    /// `tcp://…`, `unix:…`, `ws://…` or `wss://…`.
     connect: String,
-    live: Arc<Mutex<Vec<CancellationToken>>>,
-    accepted: Arc<AtomicU64>,
-    refused: Arc<AtomicU64>,
+    shared: Arc<Shared>,
     stop: CancellationToken,
     _socket_dir: tempfile::TempDir,
 }
@@ -67,32 +80,33 @@ struct Bridge {
 impl Drop for Bridge {
     fn drop(&mut self) {
         self.stop.cancel();
-        for c in self.live.lock().iter() {
-            c.cancel();
-        }
+        self.drop_connections();
     }
 }
 
 impl Bridge {
     async fn start(serve: Serve, dir: &Path) -> Bridge {
         let socket_dir = tempfile::tempdir().expect("socket dir");
-        let live: Arc<Mutex<Vec<CancellationToken>>> = Arc::default();
-        let accepted = Arc::new(AtomicU64::new(0));
-        let refused = Arc::new(AtomicU64::new(0));
         let stop = CancellationToken::new();
-        let dir = dir.to_path_buf();
+        let shared = Arc::new(Shared {
+            dir: dir.to_path_buf(),
+            serve: serve.clone(),
+            live: Mutex::new(Vec::new()),
+            accepted: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
+        });
         let connect = match &serve {
             Serve::Unix => {
                 let path = socket_dir.path().join("pyright.sock");
                 let listener = tokio::net::UnixListener::bind(&path).expect("bind unix socket");
-                let ctx = (dir, Arc::clone(&live), Arc::clone(&accepted), stop.clone());
+                let (shared, stop) = (Arc::clone(&shared), stop.clone());
                 tokio::spawn(async move {
                     loop {
                         let (stream, _) = tokio::select! {
                             a = listener.accept() => a.expect("accept"),
-                            _ = ctx.3.cancelled() => return,
+                            _ = stop.cancelled() => return,
                         };
-                        serve_bytes(stream, &ctx.0, &ctx.1, &ctx.2);
+                        serve_bytes(stream, &shared);
                     }
                 });
                 format!("unix:{}", path.display())
@@ -102,79 +116,73 @@ impl Bridge {
                     .await
                     .expect("bind");
                 let port = listener.local_addr().expect("address").port();
-                let ctx = (
-                    dir,
-                    Arc::clone(&live),
-                    Arc::clone(&accepted),
-                    stop.clone(),
-                    Arc::clone(&refused),
-                );
-                let serve2 = serve.clone();
+                let (shared, stop) = (Arc::clone(&shared), stop.clone());
                 tokio::spawn(async move {
                     loop {
                         let (stream, _) = tokio::select! {
                             a = listener.accept() => a.expect("accept"),
-                            _ = ctx.3.cancelled() => return,
+                            _ = stop.cancelled() => return,
                         };
-                        match &serve2 {
-                            Serve::WebSocket { token, subprotocol } => serve_websocket(
-                                stream,
-                                ctx.0.clone(),
-                                token.clone(),
-                                subprotocol.clone(),
-                                Arc::clone(&ctx.1),
-                                Arc::clone(&ctx.2),
-                                Arc::clone(&ctx.4),
-                            ),
-                            _ => serve_bytes(stream, &ctx.0, &ctx.1, &ctx.2),
+                        match &shared.serve {
+                            Serve::WebSocket { .. } => serve_websocket(stream, &shared),
+                            _ => serve_bytes(stream, &shared),
                         }
                     }
                 });
                 match serve {
                     Serve::Tcp => format!("tcp://127.0.0.1:{port}"),
+                    Serve::WebSocket { tls: Some(_), .. } => format!("wss://localhost:{port}/lsp"),
                     _ => format!("ws://127.0.0.1:{port}/lsp"),
                 }
             }
         };
         Bridge {
             connect,
-            live,
-            accepted,
-            refused,
+            shared,
             stop,
             _socket_dir: socket_dir,
         }
     }
 
+    fn accepted(&self) -> u64 {
+        self.shared.accepted.load(Ordering::SeqCst)
+    }
+
+    fn refused(&self) -> u64 {
+        self.shared.refused.load(Ordering::SeqCst)
+    }
+
     /// Ends every open connection (and its pyright), as a network failure would.
     fn drop_connections(&self) {
-        for c in self.live.lock().drain(..) {
+        for c in self.shared.live.lock().drain(..) {
             c.cancel();
         }
     }
 }
 
-fn pyright(dir: &Path) -> Child {
-    Command::new(PYRIGHT)
+/// pyright for one connection, and the token that ends both.
+fn pyright(shared: &Shared) -> (Child, CancellationToken) {
+    let child = Command::new(PYRIGHT)
         .arg("--stdio")
-        .current_dir(dir)
+        .current_dir(&shared.dir)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .kill_on_drop(true)
         .spawn()
-        .expect("start pyright-langserver")
+        .expect("start pyright-langserver");
+    shared.accepted.fetch_add(1, Ordering::SeqCst);
+    let cancel = CancellationToken::new();
+    shared.live.lock().push(cancel.clone());
+    (child, cancel)
 }
 
 /// The connection's bytes to and from pyright's stdio, unchanged.
-fn serve_bytes<S>(stream: S, dir: &Path, live: &Mutex<Vec<CancellationToken>>, accepted: &AtomicU64)
+fn serve_bytes<S>(stream: S, shared: &Shared)
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    accepted.fetch_add(1, Ordering::SeqCst);
-    let cancel = CancellationToken::new();
-    live.lock().push(cancel.clone());
-    let mut child = pyright(dir);
+    let (mut child, cancel) = pyright(shared);
     let stdio = tokio::io::join(
         child.stdout.take().expect("stdout"),
         child.stdin.take().expect("stdin"),
@@ -190,91 +198,110 @@ where
     });
 }
 
-/// A WebSocket that checks the token, then one text frame per LSP message.
-fn serve_websocket(
-    stream: tokio::net::TcpStream,
-    dir: PathBuf,
-    token: Option<String>,
-    subprotocol: Option<String>,
-    live: Arc<Mutex<Vec<CancellationToken>>>,
-    accepted: Arc<AtomicU64>,
-    refused: Arc<AtomicU64>,
-) {
+/// TLS first for `wss://`, then [`websocket_session`].
+fn serve_websocket(stream: tokio::net::TcpStream, shared: &Arc<Shared>) {
+    let shared = Arc::clone(shared);
     tokio::spawn(async move {
-        // The callback's type is tungstenite's (`Callback`): its error is an HTTP response.
-        #[allow(clippy::result_large_err)]
-        let check =
-            |request: &Request, mut response: Response| -> Result<Response, ErrorResponse> {
-                let header = |name: http::header::HeaderName| {
-                    request
-                        .headers()
-                        .get(name)
-                        .and_then(|v| v.to_str().ok())
-                        .unwrap_or_default()
-                        .to_string()
-                };
-                let offered = header(http::header::SEC_WEBSOCKET_PROTOCOL);
-                let offered: Vec<&str> = offered.split(',').map(str::trim).collect();
-                let allowed = match (&token, &subprotocol) {
-                    (None, _) => true,
-                    (Some(t), None) => header(http::header::AUTHORIZATION) == format!("Bearer {t}"),
-                    (Some(t), Some(_)) => offered.contains(&t.as_str()),
-                };
-                if !allowed {
-                    let mut refusal = ErrorResponse::new(Some("unauthorized".to_string()));
-                    *refusal.status_mut() = http::StatusCode::UNAUTHORIZED;
-                    return Err(refusal);
-                }
-                if let Some(sub) = &subprotocol {
-                    assert!(offered.contains(&sub.as_str()), "{offered:?}");
-                    response.headers_mut().insert(
-                        http::header::SEC_WEBSOCKET_PROTOCOL,
-                        http::HeaderValue::from_str(sub).expect("a header value"),
-                    );
-                }
-                Ok(response)
-            };
-        let Ok(socket) = tokio_tungstenite::accept_hdr_async(stream, check).await else {
-            refused.fetch_add(1, Ordering::SeqCst);
+        let Serve::WebSocket { tls, .. } = &shared.serve else {
             return;
         };
-        accepted.fetch_add(1, Ordering::SeqCst);
-        let cancel = CancellationToken::new();
-        live.lock().push(cancel.clone());
-        let mut child = pyright(&dir);
-        let mut to_pyright = FramedWrite::new(
-            child.stdin.take().expect("stdin"),
-            ContentLengthCodec::new(Limits::default()),
-        );
-        let mut from_pyright = FramedRead::new(
-            child.stdout.take().expect("stdout"),
-            ContentLengthCodec::new(Limits::default()),
-        );
-        let (mut ws_out, mut ws_in) = socket.split();
-        let up = async {
-            while let Some(Ok(message)) = ws_in.next().await {
-                if let Message::Text(text) = message {
-                    if to_pyright.send(text.as_bytes()).await.is_err() {
-                        break;
+        match tls {
+            None => websocket_session(stream, &shared).await,
+            Some(config) => {
+                match tokio_rustls::TlsAcceptor::from(Arc::clone(config))
+                    .accept(stream)
+                    .await
+                {
+                    Ok(stream) => websocket_session(stream, &shared).await,
+                    Err(_) => {
+                        shared.refused.fetch_add(1, Ordering::SeqCst);
                     }
                 }
             }
+        }
+    });
+}
+
+/// A WebSocket that checks the token, then one text message per LSP message.
+async fn websocket_session<S>(stream: S, shared: &Shared)
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let Serve::WebSocket {
+        token, subprotocol, ..
+    } = &shared.serve
+    else {
+        return;
+    };
+    // The callback's type is tungstenite's (`Callback`): its error is an HTTP response.
+    #[allow(clippy::result_large_err)]
+    let check = |request: &Request, mut response: Response| -> Result<Response, ErrorResponse> {
+        let header = |name: http::header::HeaderName| {
+            request
+                .headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_string()
         };
-        let down = async {
-            while let Some(Ok(LspFrame::Message(body))) = from_pyright.next().await {
-                let text = String::from_utf8(body.to_vec()).expect("pyright writes UTF-8");
-                if ws_out.send(Message::text(text)).await.is_err() {
+        let offered = header(http::header::SEC_WEBSOCKET_PROTOCOL);
+        let offered: Vec<&str> = offered.split(',').map(str::trim).collect();
+        let allowed = match (token, subprotocol) {
+            (None, _) => true,
+            (Some(t), None) => header(http::header::AUTHORIZATION) == format!("Bearer {t}"),
+            (Some(t), Some(_)) => offered.contains(&t.as_str()),
+        };
+        if !allowed {
+            let mut refusal = ErrorResponse::new(Some("unauthorized".to_string()));
+            *refusal.status_mut() = http::StatusCode::UNAUTHORIZED;
+            return Err(refusal);
+        }
+        if let Some(sub) = subprotocol {
+            assert!(offered.contains(&sub.as_str()), "{offered:?}");
+            response.headers_mut().insert(
+                http::header::SEC_WEBSOCKET_PROTOCOL,
+                http::HeaderValue::from_str(sub).expect("a header value"),
+            );
+        }
+        Ok(response)
+    };
+    let Ok(socket) = tokio_tungstenite::accept_hdr_async(stream, check).await else {
+        shared.refused.fetch_add(1, Ordering::SeqCst);
+        return;
+    };
+    let (mut child, cancel) = pyright(shared);
+    let mut to_pyright = FramedWrite::new(
+        child.stdin.take().expect("stdin"),
+        ContentLengthCodec::new(Limits::default()),
+    );
+    let mut from_pyright = FramedRead::new(
+        child.stdout.take().expect("stdout"),
+        ContentLengthCodec::new(Limits::default()),
+    );
+    let (mut ws_out, mut ws_in) = socket.split();
+    let up = async {
+        while let Some(Ok(message)) = ws_in.next().await {
+            if let Message::Text(text) = message {
+                if to_pyright.send(text.as_bytes()).await.is_err() {
                     break;
                 }
             }
-        };
-        tokio::select! {
-            _ = up => {}
-            _ = down => {}
-            _ = cancel.cancelled() => {}
         }
-        let _ = child.kill().await;
-    });
+    };
+    let down = async {
+        while let Some(Ok(LspFrame::Message(body))) = from_pyright.next().await {
+            let text = String::from_utf8(body.to_vec()).expect("pyright writes UTF-8");
+            if ws_out.send(Message::text(text)).await.is_err() {
+                break;
+            }
+        }
+    };
+    tokio::select! {
+        _ = up => {}
+        _ = down => {}
+        _ = cancel.cancelled() => {}
+    }
+    let _ = child.kill().await;
 }
 
 /// A registry whose pyright is the remote one, with a session on `root`.
@@ -471,7 +498,7 @@ async fn over_tcp_path_map_gives_local_uris_and_a_dropped_connection_reconnects(
     let entry = h.entry().await;
     assert_eq!(entry["state"], "running", "{entry}");
     assert_eq!(entry["_meta"]["acp-lsp"]["pid"], Value::Null, "{entry}");
-    assert_eq!(bridge.accepted.load(Ordering::SeqCst), 1);
+    assert_eq!(bridge.accepted(), 1);
 
     // The network drops: like a crash, the server restarts (reconnects).
     bridge.drop_connections();
@@ -486,7 +513,7 @@ async fn over_tcp_path_map_gives_local_uris_and_a_dropped_connection_reconnects(
         last_error.contains("connection closed by the remote server"),
         "{entry}"
     );
-    assert_eq!(bridge.accepted.load(Ordering::SeqCst), 2);
+    assert_eq!(bridge.accepted(), 2);
     h.registry.shutdown().await;
 }
 
@@ -509,6 +536,7 @@ async fn over_websocket_a_bearer_token_is_accepted_and_a_wrong_one_refused() {
         Serve::WebSocket {
             token: Some("s3cret-token".into()),
             subprotocol: None,
+            tls: None,
         },
         &remote.1,
     )
@@ -524,7 +552,7 @@ async fn over_websocket_a_bearer_token_is_accepted_and_a_wrong_one_refused() {
     let id = server_id(&h.entry().await);
     h.assert_definition(&id, 1, true).await;
     h.registry.shutdown().await;
-    assert_eq!(bridge.refused.load(Ordering::SeqCst), 0);
+    assert_eq!(bridge.refused(), 0);
 
     // The wrong token: refused (401), failed at once, and lastError says why.
     let keys = format!(
@@ -542,11 +570,7 @@ async fn over_websocket_a_bearer_token_is_accepted_and_a_wrong_one_refused() {
         .unwrap_or_default();
     assert!(last_error.contains("401"), "{entry}");
     assert!(last_error.contains("not retried"), "{entry}");
-    assert_eq!(
-        bridge.refused.load(Ordering::SeqCst),
-        1,
-        "no retry after a refusal"
-    );
+    assert_eq!(bridge.refused(), 1, "no retry after a refusal");
     let answer = h
         .request(
             &id,
@@ -574,7 +598,7 @@ async fn over_websocket_a_bearer_token_is_accepted_and_a_wrong_one_refused() {
         .as_str()
         .unwrap_or_default();
     assert!(last_error.contains("ACP_LSP_TEST_TOKEN_UNSET"), "{entry}");
-    assert_eq!(bridge.refused.load(Ordering::SeqCst), 1);
+    assert_eq!(bridge.refused(), 1);
     h.registry.shutdown().await;
 }
 
@@ -586,6 +610,7 @@ async fn over_websocket_the_token_as_a_subprotocol() {
         Serve::WebSocket {
             token: Some("proto-token".into()),
             subprotocol: Some("lsp".into()),
+            tls: None,
         },
         &remote.1,
     )
@@ -598,6 +623,80 @@ async fn over_websocket_the_token_as_a_subprotocol() {
     let h = Harness::start(&local.1, &keys);
     let id = server_id(&h.entry().await);
     h.assert_definition(&id, 1, true).await;
-    assert_eq!(bridge.refused.load(Ordering::SeqCst), 0);
+    assert_eq!(bridge.refused(), 0);
+    h.registry.shutdown().await;
+}
+
+/// A CA, and a certificate for `localhost` it signed: (the CA in PEM, the
+/// server's TLS configuration).
+fn certificates() -> (String, Arc<rustls::ServerConfig>) {
+    let ca_key = rcgen::KeyPair::generate().expect("CA key");
+    let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).expect("CA params");
+    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca_cert = ca.self_signed(&ca_key).expect("CA certificate");
+    let issuer = rcgen::Issuer::from_params(&ca, &ca_key);
+    let key = rcgen::KeyPair::generate().expect("server key");
+    let cert = rcgen::CertificateParams::new(vec!["localhost".to_string()])
+        .expect("server params")
+        .signed_by(&key, &issuer)
+        .expect("server certificate");
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("TLS versions")
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![cert.der().clone()],
+            rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+        )
+        .expect("server TLS configuration");
+    (ca_cert.pem(), Arc::new(config))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_wss_with_the_servers_own_ca() {
+    require(PYRIGHT, INSTALL);
+    let (local, remote, map) = two_copies();
+    let (ca_pem, tls) = certificates();
+    let bridge = Bridge::start(
+        Serve::WebSocket {
+            token: Some("tls-token".into()),
+            subprotocol: None,
+            tls: Some(tls),
+        },
+        &remote.1,
+    )
+    .await;
+    std::env::set_var("ACP_LSP_TEST_TOKEN_TLS", "tls-token");
+
+    // Without the CA the certificate is not trusted: the handshake fails.
+    let keys = format!(
+        "connect = \"{}\"\ntoken_env = \"ACP_LSP_TEST_TOKEN_TLS\"\n{map}",
+        bridge.connect
+    );
+    let h = Harness::start(&local.1, &keys);
+    let id = server_id(&h.entry().await);
+    h.wait_state(&id, |s| {
+        matches!(s, ServerState::Restarting | ServerState::Failed)
+    })
+    .await;
+    let entry = h.entry().await;
+    let last_error = entry["_meta"]["acp-lsp"]["lastError"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(last_error.contains("certificate"), "{entry}");
+    eprintln!("wss without the CA: {last_error}");
+    assert_eq!(bridge.accepted(), 0);
+    h.registry.shutdown().await;
+
+    // With it (`tls_ca_file`), the same answers as over ws://.
+    let ca_dir = tempfile::tempdir().expect("CA dir");
+    let ca_file = ca_dir.path().join("ca.pem");
+    std::fs::write(&ca_file, ca_pem).expect("write the CA");
+    let keys = format!("{keys}\ntls_ca_file = \"{}\"", ca_file.display());
+    let h = Harness::start(&local.1, &keys);
+    let id = server_id(&h.entry().await);
+    h.assert_definition(&id, 1, true).await;
+    assert_eq!(bridge.accepted(), 1);
     h.registry.shutdown().await;
 }

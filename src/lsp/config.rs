@@ -67,7 +67,7 @@
 //! | `probe_args` | list of strings: the arguments of `acp-lsp servers`' start check (`lsp::probe`) | `["--version"]` (pyright, basedpyright: `["--stdio"]`) |
 //! | `enabled` | boolean | `true` |
 //! | `connect` | `"tcp://host:port"`, `"unix:/path"`, `"ws://…"` or `"wss://…"`: reach a running server instead of starting `command` (`lsp::remote`) | unset |
-//! | `token_env`, `token_via`, `subprotocol`, `path_map` | see README "Remote servers" | unset |
+//! | `token_env`, `token_via`, `subprotocol`, `tls_ca_file`, `path_map` | see README "Remote servers" | unset |
 //!
 //! Over an existing server, a given key replaces the old value, except `settings`,
 //! `initialization_options` (tables are merged recursively, other values replace) and `env`,
@@ -660,6 +660,7 @@ struct ServerPatch {
     token_env: Option<String>,
     token_via: Option<crate::lsp::remote::TokenVia>,
     subprotocol: Option<String>,
+    tls_ca_file: Option<PathBuf>,
     path_map: Option<Vec<crate::lsp::path_map::PathMapping>>,
 }
 
@@ -1327,6 +1328,9 @@ fn apply_patch(
             token_env: patch.token_env,
             token_via: patch.token_via,
             subprotocol: patch.subprotocol,
+            tls_ca_file: patch
+                .tls_ca_file
+                .map(|f| expand_tilde(&f.to_string_lossy())),
             path_map: patch.path_map,
         },
     )?;

@@ -1,5 +1,5 @@
 //! A server reached over the network instead of run as a child: the
-//! `connect`, `token_env`, `token_via`, `subprotocol` and `path_map` keys of
+//! `connect`, `token_env`, `token_via`, `subprotocol`, `tls_ca_file` and `path_map` keys of
 //! a `[servers.NAME]` table, validated here (config.rs only carries them).
 
 use super::path_map::PathMapping;
@@ -74,6 +74,9 @@ pub struct Remote {
     pub token_via: TokenVia,
     /// A subprotocol to offer (first) on WebSocket.
     pub subprotocol: Option<String>,
+    /// PEM certificates trusted for `wss://` besides the public roots
+    /// (a server with its own CA).
+    pub tls_ca_file: Option<PathBuf>,
     pub path_map: Vec<PathMapping>,
 }
 
@@ -90,6 +93,7 @@ pub struct RemoteKeys {
     pub token_env: Option<String>,
     pub token_via: Option<TokenVia>,
     pub subprotocol: Option<String>,
+    pub tls_ca_file: Option<PathBuf>,
     pub path_map: Option<Vec<PathMapping>>,
 }
 
@@ -99,6 +103,7 @@ impl RemoteKeys {
             || self.token_env.is_some()
             || self.token_via.is_some()
             || self.subprotocol.is_some()
+            || self.tls_ca_file.is_some()
             || self.path_map.is_some()
     }
 }
@@ -114,13 +119,15 @@ pub fn apply(current: &mut Option<Remote>, keys: RemoteKeys) -> Result<(), (&'st
             token_env: None,
             token_via: TokenVia::default(),
             subprotocol: None,
+            tls_ca_file: None,
             path_map: Vec::new(),
         },
         (Some(existing), None) => existing,
         (None, None) => {
             return Err((
                 "connect",
-                "token_env, token_via, subprotocol and path_map need `connect`".to_string(),
+                "token_env, token_via, subprotocol, tls_ca_file and path_map need `connect`"
+                    .to_string(),
             ))
         }
     };
@@ -142,6 +149,15 @@ pub fn apply(current: &mut Option<Remote>, keys: RemoteKeys) -> Result<(), (&'st
             ));
         }
         remote.subprotocol = Some(sub);
+    }
+    if let Some(file) = keys.tls_ca_file {
+        if !file.is_absolute() {
+            return Err(("tls_ca_file", "must be an absolute path".to_string()));
+        }
+        if !remote.connect.starts_with("wss://") {
+            return Err(("tls_ca_file", "only wss:// uses TLS".to_string()));
+        }
+        remote.tls_ca_file = Some(file);
     }
     if let Some(map) = keys.path_map {
         for mapping in &map {

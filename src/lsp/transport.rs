@@ -13,7 +13,9 @@ use crate::jsonrpc::content_length::{ContentLengthCodec, LspFrame};
 use crate::jsonrpc::{shallow, Limits};
 use futures::{SinkExt, StreamExt};
 use std::fmt;
+use std::path::Path;
 use std::process::ExitStatus;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, DuplexStream};
 use tokio::task::JoinHandle;
@@ -206,10 +208,20 @@ async fn connect(remote: &Remote, limits: Limits) -> Result<(RemoteLink, LinkIo)
             let config = tungstenite::protocol::WebSocketConfig::default()
                 .max_message_size(Some(limits.max_lsp_frame))
                 .max_frame_size(Some(limits.max_lsp_frame));
-            let (socket, _) =
-                tokio_tungstenite::connect_async_with_config(request, Some(config), true)
-                    .await
-                    .map_err(refusal)?;
+            let connector = match &remote.tls_ca_file {
+                None => None,
+                Some(file) => Some(tokio_tungstenite::Connector::Rustls(Arc::new(tls_config(
+                    file,
+                )?))),
+            };
+            let (socket, _) = tokio_tungstenite::connect_async_tls_with_config(
+                request,
+                Some(config),
+                true,
+                connector,
+            )
+            .await
+            .map_err(refusal)?;
             tokio::spawn(pump_websocket(socket, theirs, map, limits, cancel.clone()))
         }
     };
@@ -267,6 +279,36 @@ fn upgrade_request(remote: &Remote, url: &str) -> Result<http::Request<()>, Stri
             .insert(http::header::SEC_WEBSOCKET_PROTOCOL, value);
     }
     Ok(request)
+}
+
+/// The public roots and the certificates of `tls_ca_file`.
+fn tls_config(file: &Path) -> Result<rustls::ClientConfig, String> {
+    use rustls::pki_types::{pem::PemObject, CertificateDer};
+    let unreadable = |e: &dyn fmt::Display| {
+        format!(
+            "tls_ca_file {} is not readable as PEM certificates: {e} {NOT_RETRIED}",
+            file.display()
+        )
+    };
+    let mut roots = rustls::RootCertStore::empty();
+    roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    let mut added = 0;
+    for cert in CertificateDer::pem_file_iter(file).map_err(|e| unreadable(&e))? {
+        let cert = cert.map_err(|e| unreadable(&e))?;
+        roots.add(cert).map_err(|e| unreadable(&e))?;
+        added += 1;
+    }
+    if added == 0 {
+        return Err(unreadable(&"no certificate in the file"));
+    }
+    // The provider named, not inferred: another crate turning on a second
+    // provider would make the inferred default panic.
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    Ok(rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_root_certificates(roots)
+        .with_no_client_auth())
 }
 
 /// A failed upgrade, saying so plainly when the server refused the token.
@@ -513,6 +555,7 @@ mod tests {
             token_env: Some("ACP_LSP_UNIT_TOKEN".into()),
             token_via: TokenVia::Header,
             subprotocol: Some("lsp".into()),
+            tls_ca_file: None,
             path_map: Vec::new(),
         };
         std::env::set_var("ACP_LSP_UNIT_TOKEN", "t0k");
