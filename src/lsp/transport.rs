@@ -549,6 +549,26 @@ mod tests {
     }
 
     #[test]
+    fn a_remote_server_is_given_no_process_id() {
+        use crate::lsp::config::ServerConfig;
+        let mut config = ServerConfig::new("p", "p", &[], &["python"], &["py"], &[]);
+        let params = |c: &ServerConfig| -> serde_json::Value {
+            serde_json::from_str(crate::lsp::handshake::initialize_params(c, Path::new("/w")).get())
+                .unwrap()
+        };
+        assert_eq!(params(&config)["processId"], std::process::id());
+        config.remote = Some(Remote {
+            connect: "tcp://h:1".into(),
+            token_env: None,
+            token_via: TokenVia::Header,
+            subprotocol: None,
+            tls_ca_file: None,
+            path_map: Vec::new(),
+        });
+        assert_eq!(params(&config)["processId"], serde_json::Value::Null);
+    }
+
+    #[test]
     fn the_token_goes_where_token_via_says_and_a_missing_one_is_not_retried() {
         let mut remote = Remote {
             connect: "ws://h:1/lsp".into(),
