@@ -495,6 +495,33 @@ async fn over_tcp_path_map_gives_local_uris_and_a_dropped_connection_reconnects(
         ],
         "{answer}"
     );
+    // Diagnostics come back under the local URI, about the local text: the
+    // error is only in the local copy, sent in full from the local disk.
+    let report = h.root.join("shapes/report.py");
+    let text = std::fs::read_to_string(&report).expect("read report.py");
+    std::fs::write(&report, format!("{text}\nbroken: int = \"text\"\n")).expect("write");
+    let uri = file_uri(&report);
+    let answer = h
+        .response(
+            GateMethod::Diagnostics,
+            json!({ "sessionId": SESSION_ID, "uris": [uri], "waitMs": WAIT_UNTIL_READY_MS }),
+        )
+        .await;
+    let entries = answer["result"]["diagnostics"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no diagnostics: {answer}"));
+    assert_eq!(entries.len(), 1, "{answer}");
+    assert_eq!(entries[0]["uri"], json!(uri), "{answer}");
+    assert_eq!(entries[0]["fresh"], true, "{answer}");
+    let messages: Vec<&str> = entries[0]["diagnostics"]
+        .as_array()
+        .map(|d| d.iter().filter_map(|d| d["message"].as_str()).collect())
+        .unwrap_or_default();
+    assert!(
+        messages.iter().any(|m| m.contains("Literal['text']")),
+        "{answer}"
+    );
+
     let entry = h.entry().await;
     assert_eq!(entry["state"], "running", "{entry}");
     assert_eq!(entry["_meta"]["acp-lsp"]["pid"], Value::Null, "{entry}");
