@@ -205,6 +205,30 @@ mod tests {
     }
 
     #[test]
+    fn acp_lsp_servers_names_the_connection_not_a_local_binary() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("pyproject.toml"), "").unwrap();
+        std::fs::write(dir.path().join("a.py"), "x = 1\n").unwrap();
+        let config_dir = tempfile::tempdir().unwrap();
+        let file = config_dir.path().join("config.toml");
+        std::fs::write(
+            &file,
+            "[servers.pyright]\nconnect = \"tcp://127.0.0.1:9\"\n",
+        )
+        .unwrap();
+        let config = crate::lsp::config::Config::load(Some(&file)).unwrap();
+        let report = crate::lsp::detect::health_report(dir.path(), &config);
+        let line = report
+            .lines()
+            .find(|l| l.trim_start().starts_with("pyright "))
+            .unwrap_or_else(|| panic!("{report}"));
+        assert!(
+            line.ends_with("connect tcp://127.0.0.1:9 (not probed)"),
+            "{report}"
+        );
+    }
+
+    #[test]
     fn keys_need_connect_and_tokens_need_websocket() {
         let mut remote = None;
         let err = apply(
