@@ -138,7 +138,10 @@ fn map_value(value: &str, rules: &[Rule]) -> Option<String> {
 }
 
 /// Rewrites every JSON string of `message` (member names too: a
-/// `WorkspaceEdit`'s `changes` is keyed by URI) that a rule maps. A string
+/// `WorkspaceEdit`'s `changes` is keyed by URI) that a rule maps, except
+/// the value of a `text` member: a document's contents (`didOpen`,
+/// `didChange`) go as they are on disk, even when they begin with a path.
+/// A string
 /// with escapes is decoded to be compared and re-encoded if mapped; the
 /// bytes between strings are copied. Text that is not valid JSON is
 /// returned as it came from the point where it stops making sense.
@@ -149,6 +152,8 @@ fn rewrite<'a>(message: &'a [u8], rules: &[Rule]) -> Cow<'a, [u8]> {
     let mut out: Option<Vec<u8>> = None;
     let mut copied = 0;
     let mut at = 0;
+    // Just after the `:` of a `"text"` member name, until the next string.
+    let mut text_value_from: Option<usize> = None;
     while let Some(offset) = memchr::memchr(b'"', &message[at..]) {
         let start = at + offset;
         // The closing quote: the first `"` not taken by a backslash escape.
@@ -170,6 +175,21 @@ fn rewrite<'a>(message: &'a [u8], rules: &[Rule]) -> Cow<'a, [u8]> {
         at = end + 1;
         let token = &message[start..=end];
         let content = &token[1..token.len() - 1];
+        let is_text_value = text_value_from
+            .take()
+            .is_some_and(|from| message[from..start].iter().all(u8::is_ascii_whitespace));
+        let after = end
+            + 1
+            + message[end + 1..]
+                .iter()
+                .take_while(|b| b.is_ascii_whitespace())
+                .count();
+        if content == b"text" && message.get(after) == Some(&b':') {
+            text_value_from = Some(after + 1);
+        }
+        if is_text_value {
+            continue;
+        }
         // Only strings that can start with a root (`f…`, `/…`, or an escape).
         if !matches!(content.first(), Some(b'f' | b'/' | b'\\')) {
             continue;
@@ -239,6 +259,26 @@ mod tests {
         assert_eq!(
             remote(to_server),
             r#"{"rootUri":"file:///srv/proj","rootPath":"/srv/proj","x":"/home/me/project2"}"#
+        );
+    }
+
+    #[test]
+    fn document_text_is_never_rewritten() {
+        let open = r#"{"textDocument":{"uri":"file:///home/me/proj/paths.txt","text":"/home/me/proj/listed\n"}}"#;
+        assert_eq!(
+            remote(open),
+            r#"{"textDocument":{"uri":"file:///srv/proj/paths.txt","text":"/home/me/proj/listed\n"}}"#
+        );
+        let change =
+            r#"{"contentChanges":[{"text" :  "file:///home/me/proj"}],"o":"/home/me/proj"}"#;
+        assert_eq!(
+            remote(change),
+            r#"{"contentChanges":[{"text" :  "file:///home/me/proj"}],"o":"/srv/proj"}"#
+        );
+        // Only the value right after `"text":` is kept.
+        assert_eq!(
+            remote(r#"{"text":1,"b":"/home/me/proj","text2":"/home/me/proj"}"#),
+            r#"{"text":1,"b":"/srv/proj","text2":"/srv/proj"}"#
         );
     }
 
