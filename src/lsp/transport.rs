@@ -27,6 +27,17 @@ use tokio_util::sync::CancellationToken;
 /// WebSocket upgrade together).
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// TCP keepalive on a remote server's connection: probes start after this
+/// much silence, so that a peer that vanished without closing (a dropped
+/// VPN, a suspended host) ends the connection and the server is restarted,
+/// instead of every request waiting out its deadline. With
+/// [`KEEPALIVE_INTERVAL`] and [`KEEPALIVE_RETRIES`]: noticed within about a minute.
+pub const KEEPALIVE_IDLE: Duration = Duration::from_secs(30);
+/// Pause between two keepalive probes.
+pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
+/// Unanswered probes before the connection is declared dead.
+pub const KEEPALIVE_RETRIES: u32 = 3;
+
 /// Bytes in flight between `lsp::connection` and a remote link's pump.
 const PIPE_BYTES: usize = 256 * 1024;
 
@@ -195,6 +206,7 @@ async fn connect(remote: &Remote, limits: Limits) -> Result<(RemoteLink, LinkIo)
                 .await
                 .map_err(|e| e.to_string())?;
             let _ = stream.set_nodelay(true);
+            keep_alive(&stream);
             tokio::spawn(pump_bytes(stream, theirs, map, limits, cancel.clone()))
         }
         Endpoint::Unix(path) => {
@@ -222,6 +234,11 @@ async fn connect(remote: &Remote, limits: Limits) -> Result<(RemoteLink, LinkIo)
             )
             .await
             .map_err(refusal)?;
+            match socket.get_ref() {
+                tokio_tungstenite::MaybeTlsStream::Plain(tcp) => keep_alive(tcp),
+                tokio_tungstenite::MaybeTlsStream::Rustls(tls) => keep_alive(tls.get_ref().0),
+                _ => {}
+            }
             tokio::spawn(pump_websocket(socket, theirs, map, limits, cancel.clone()))
         }
     };
@@ -237,6 +254,18 @@ async fn connect(remote: &Remote, limits: Limits) -> Result<(RemoteLink, LinkIo)
             stdin: Box::new(stdin),
         },
     ))
+}
+
+/// Turns on TCP keepalive ([`KEEPALIVE_IDLE`]); a failure only costs the
+/// early notice of a dead peer.
+fn keep_alive(stream: &tokio::net::TcpStream) {
+    let params = socket2::TcpKeepalive::new()
+        .with_time(KEEPALIVE_IDLE)
+        .with_interval(KEEPALIVE_INTERVAL)
+        .with_retries(KEEPALIVE_RETRIES);
+    if let Err(e) = socket2::SockRef::from(stream).set_tcp_keepalive(&params) {
+        tracing::debug!(error = %e, "TCP keepalive not set");
+    }
 }
 
 /// The WebSocket upgrade request, with the token where `token_via` says.
@@ -546,6 +575,42 @@ mod tests {
             .as_str()
             .unwrap()
             .contains("over the frame limit"));
+    }
+
+    #[tokio::test]
+    async fn keepalive_is_on_with_the_named_idle_time() {
+        use std::os::fd::AsRawFd;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let stream = tokio::net::TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        let option = |level, name| {
+            let mut value: libc::c_int = 0;
+            let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+            // SAFETY: a valid socket, and an int-sized buffer with its length.
+            let rc = unsafe {
+                libc::getsockopt(
+                    stream.as_raw_fd(),
+                    level,
+                    name,
+                    (&mut value as *mut libc::c_int).cast(),
+                    &mut len,
+                )
+            };
+            assert_eq!(rc, 0);
+            value
+        };
+        assert_eq!(option(libc::SOL_SOCKET, libc::SO_KEEPALIVE), 0);
+        keep_alive(&stream);
+        assert_eq!(option(libc::SOL_SOCKET, libc::SO_KEEPALIVE), 1);
+        assert_eq!(
+            option(libc::IPPROTO_TCP, libc::TCP_KEEPIDLE) as u64,
+            KEEPALIVE_IDLE.as_secs()
+        );
+        assert_eq!(
+            option(libc::IPPROTO_TCP, libc::TCP_KEEPCNT) as u32,
+            KEEPALIVE_RETRIES
+        );
     }
 
     #[test]
