@@ -69,15 +69,15 @@ impl Server {
                 crashes.pop_front();
             }
             tracing::warn!(server = %self.spec.config.name, root = %self.spec.root.display(), %error, "language server stopped unexpectedly");
-            // rustup's stub without the component fails the same way until
-            // someone runs `rustup component add`: restarting only delays
-            // the answer that says so.
             // A refused token (a remote server) fails the same way each time.
             if crate::lsp::transport::not_retried(&error) {
                 tracing::error!(server = %self.spec.config.name, %error, "server failed; not restarting");
                 self.set_status(ServerState::Failed, Some(error));
                 return;
             }
+            // rustup's stub without the component fails the same way until
+            // someone runs `rustup component add`: restarting only delays
+            // the answer that says so.
             if crate::lsp::probe::rustup_stub(&error).is_some() {
                 tracing::error!(
                     server = %self.spec.config.name,
