@@ -727,3 +727,49 @@ async fn over_wss_with_the_servers_own_ca() {
     assert_eq!(bridge.accepted(), 1);
     h.registry.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_listening_is_restarting_with_the_reason() {
+    let (_dir, root) = fixture_copy("python-project", "acp-lsp-refused-", |_| {});
+    // A port that was free a moment ago: nothing listens there now.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let h = Harness::start(&root, &format!("connect = \"tcp://127.0.0.1:{port}\""));
+    let id = server_id(&h.entry().await);
+    h.wait_state(&id, |s| {
+        matches!(s, ServerState::Restarting | ServerState::Failed)
+    })
+    .await;
+    let entry = h.entry().await;
+    // `restarting` is `starting` on the wire, `failed` is `not_running`.
+    let status = entry["_meta"]["acp-lsp"]["status"].clone();
+    let wire = if status == "failed" {
+        "not_running"
+    } else {
+        "starting"
+    };
+    assert_eq!(entry["state"], wire, "{entry}");
+    let last_error = entry["_meta"]["acp-lsp"]["lastError"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        last_error.contains(&format!("cannot connect to tcp://127.0.0.1:{port}"))
+            && last_error.contains("refused"),
+        "{entry}"
+    );
+    let answer = h
+        .request(
+            &id,
+            "textDocument/definition",
+            h.at("shapes/report.py", 4, "rect_area"),
+            false,
+        )
+        .await;
+    assert_eq!(
+        answer["error"]["data"]["reason"], "server_not_running",
+        "{answer}"
+    );
+    h.registry.shutdown().await;
+}
