@@ -67,6 +67,8 @@
 //! | `project_code` | `"run"` or `"off"`: overrides the global [`ProjectCode`] for this server | unset |
 //! | `probe_args` | list of strings: the arguments of `acp-lsp servers`' start check (`lsp::probe`) | `["--version"]` (pyright, basedpyright: `["--stdio"]`) |
 //! | `enabled` | boolean | `true` |
+//! | `connect` | `"tcp://host:port"`, `"unix:/path"`, `"ws://…"` or `"wss://…"`: reach a running server instead of starting `command` (`lsp::remote`) | unset |
+//! | `token_env`, `token_via`, `subprotocol`, `tls_ca_file`, `path_map` | see README "Remote servers" | unset |
 //!
 //! Over an existing server, a given key replaces the old value, except `settings`,
 //! `initialization_options` (tables are merged recursively, other values replace) and `env`,
@@ -272,6 +274,9 @@ pub struct ServerConfig {
     pub probe_args: Vec<String>,
     #[serde(default = "default_true")]
     pub enabled: bool,
+    /// Reached over the network instead of run (`connect`, `lsp::remote`).
+    #[serde(default)]
+    pub remote: Option<crate::lsp::remote::Remote>,
 }
 
 fn default_probe_args() -> Vec<String> {
@@ -329,6 +334,7 @@ impl ServerConfig {
             project_code: None,
             probe_args: default_probe_args(),
             enabled: true,
+            remote: None,
         }
     }
 
@@ -654,6 +660,12 @@ struct ServerPatch {
     project_code: Option<ProjectCode>,
     probe_args: Option<Vec<String>>,
     enabled: Option<bool>,
+    connect: Option<String>,
+    token_env: Option<String>,
+    token_via: Option<crate::lsp::remote::TokenVia>,
+    subprotocol: Option<String>,
+    tls_ca_file: Option<PathBuf>,
+    path_map: Option<Vec<crate::lsp::path_map::PathMapping>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1142,7 +1154,10 @@ fn merge_text(
             Some(i) => &mut config.servers[i],
             None => {
                 let missing = [
-                    ("command", patch.command.is_none()),
+                    (
+                        "command",
+                        patch.command.is_none() && patch.connect.is_none(),
+                    ),
                     ("language_ids", patch.language_ids.is_none()),
                     ("file_extensions", patch.file_extensions.is_none()),
                 ]
@@ -1314,6 +1329,19 @@ fn apply_patch(
     if let Some(enabled) = patch.enabled {
         server.enabled = enabled;
     }
+    crate::lsp::remote::apply(
+        &mut server.remote,
+        crate::lsp::remote::RemoteKeys {
+            connect: patch.connect,
+            token_env: patch.token_env,
+            token_via: patch.token_via,
+            subprotocol: patch.subprotocol,
+            tls_ca_file: patch
+                .tls_ca_file
+                .map(|f| expand_tilde(&f.to_string_lossy())),
+            path_map: patch.path_map,
+        },
+    )?;
     Ok(())
 }
 
