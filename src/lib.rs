@@ -6,6 +6,7 @@ pub mod acp;
 pub mod agent_process;
 pub mod cli;
 pub mod conformance;
+pub mod daemon;
 pub mod edit;
 pub mod gate;
 pub mod jsonrpc;

@@ -33,6 +33,7 @@ const EVERY_OTHER: &[&str] = &[
     "agent_process",
     "cli",
     "conformance",
+    "daemon",
     "edit",
     "gate",
     "jsonrpc",
@@ -71,6 +72,7 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
         "edit",
         &["acp", "cli", "conformance", "lsp", "mcp", "oneshot"],
     ),
+    ("daemon", &["cli", "conformance", "edit", "mcp", "oneshot"]),
 ];
 
 // ---------------------------------------------------------------------------

@@ -100,6 +100,10 @@ pub enum GateError {
     },
     #[error("internal error: {0}")]
     Internal(String),
+    /// `proxy --shared`: the daemon went away (or could not be reached) while
+    /// the request was in flight; the proxy restarts it and re-attaches.
+    #[error("the shared acp-lsp daemon is unavailable: {0}")]
+    DaemonUnavailable(String),
 }
 
 /// Which server is not running, and how.
@@ -213,6 +217,7 @@ impl GateError {
             | GateError::DeadlineExceeded { .. }
             | GateError::Overloaded { .. }
             | GateError::ServerLimit { .. }
+            | GateError::DaemonUnavailable(_)
             | GateError::Internal(_) => INTERNAL_ERROR,
         }
     }
@@ -245,6 +250,7 @@ impl GateError {
             GateError::Overloaded { .. } => "overloaded",
             GateError::ServerLimit { .. } => "server_limit",
             GateError::Internal(_) => "internal",
+            GateError::DaemonUnavailable(_) => "daemon_unavailable",
         }
     }
 
@@ -261,6 +267,7 @@ impl GateError {
             GateError::ServerExited { .. }
             | GateError::DeadlineExceeded { .. }
             | GateError::ContentModified
+            | GateError::DaemonUnavailable(_)
             | GateError::Overloaded { .. } => true,
             _ => false,
         }

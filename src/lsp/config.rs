@@ -46,7 +46,8 @@
 //! toolchain's source roots, see `lsp::toolchain`), `allowed_uri_schemes`, `skip_dirs`, `idle_grace_ms`,
 //! `trusted_projects`, `project_code` (`"run"` or `"off"`, see [`ProjectCode`]),
 //! `max_requests_per_session`, `max_requests_total` (the gate's quotas), `mcp_http`
-//! (a table: `max_body_bytes`, `max_concurrent`, `read_timeout_ms`), `servers`.
+//! (a table: `max_body_bytes`, `max_concurrent`, `read_timeout_ms`), `servers`,
+//! `shared` (`true`: `acp-lsp proxy` acts as with `--shared`, see `crate::daemon`).
 //! A list given in a file replaces the list it is merged over.
 //!
 //! Keys of a `[servers.NAME]` table (all optional when NAME is an existing server):
@@ -72,6 +73,8 @@
 //! | `project_code` | `"run"` or `"off"`: overrides the global [`ProjectCode`] for this server | unset |
 //! | `probe_args` | list of strings: the arguments of `acp-lsp servers`' start check (`lsp::probe`) | `["--version"]` (pyright, basedpyright: `["--stdio"]`) |
 //! | `enabled` | boolean | `true` |
+//! | `connect` | `"tcp://host:port"`, `"unix:/path"`, `"ws://…"` or `"wss://…"`: reach a running server instead of starting `command` (`lsp::remote`) | unset |
+//! | `token_env`, `token_via`, `subprotocol`, `tls_ca_file`, `path_map` | see README "Remote servers" | unset |
 //! | `secondary` | boolean: run even when another installed server of the same primary language comes first (`lsp::primary`) | `false` |
 //!
 //! Over an existing server, a given key replaces the old value, except `settings`,
@@ -216,6 +219,8 @@ pub struct Config {
     pub max_requests_per_session: usize,
     pub max_requests_total: usize,
     pub mcp_http: McpHttpLimits,
+    /// `proxy` uses the shared per-user daemon (as with `--shared`).
+    pub shared: bool,
     /// Files that were read, in order.
     pub sources: Vec<PathBuf>,
 }
@@ -318,6 +323,7 @@ struct FileConfig {
     max_requests_per_session: Option<usize>,
     max_requests_total: Option<usize>,
     mcp_http: Option<McpHttpPatch>,
+    shared: Option<bool>,
     #[serde(default)]
     servers: BTreeMap<String, ServerPatch>,
 }
@@ -390,6 +396,7 @@ impl Config {
             max_requests_per_session: crate::gate::DEFAULT_MAX_REQUESTS_PER_SESSION,
             max_requests_total: crate::gate::DEFAULT_MAX_REQUESTS_TOTAL,
             mcp_http: McpHttpLimits::default(),
+            shared: false,
             sources: Vec::new(),
         }
     }
@@ -593,6 +600,9 @@ fn merge_text(
     if let Some(ms) = file.idle_grace_ms {
         config.idle_grace_ms = ms;
     }
+    if let Some(shared) = file.shared {
+        config.shared = shared;
+    }
     if let Some(lazy) = file.lazy {
         config.lazy = lazy;
     }
@@ -688,7 +698,10 @@ fn merge_text(
             Some(i) => &mut config.servers[i],
             None => {
                 let missing = [
-                    ("command", patch.command.is_none()),
+                    (
+                        "command",
+                        patch.command.is_none() && patch.connect.is_none(),
+                    ),
                     ("language_ids", patch.language_ids.is_none()),
                     ("file_extensions", patch.file_extensions.is_none()),
                 ]

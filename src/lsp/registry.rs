@@ -404,12 +404,19 @@ impl Registry {
                 tracing::warn!(error = %e, "ignoring the project's config file");
             }
             // One server per language unless configured (lsp::primary).
-            let roles = primary::roles(&config, |s| find_on_path(&s.command).is_some());
+            let roles = primary::roles(&config, |s| {
+                s.remote.is_some() || find_on_path(&s.command).is_some()
+            });
             for found in detect(&root, &config) {
                 let Some(server_config) = config.server(&found.server) else {
                     continue;
                 };
-                let Some(program) = find_on_path(&server_config.command) else {
+                // A remote server (`connect`) has no program to find.
+                let program = match &server_config.remote {
+                    Some(_) => Some(PathBuf::new()),
+                    None => find_on_path(&server_config.command),
+                };
+                let Some(program) = program else {
                     tracing::info!(server = %found.server, "not installed; skipped");
                     continue;
                 };

@@ -77,6 +77,9 @@ pub struct ServerConfig {
     /// comes first (`lsp::primary`): by default one server per language.
     #[serde(default)]
     pub secondary: bool,
+    /// Reached over the network instead of run (`connect`, `lsp::remote`).
+    #[serde(default)]
+    pub remote: Option<crate::lsp::remote::Remote>,
 }
 
 pub(super) fn default_probe_args() -> Vec<String> {
@@ -135,6 +138,7 @@ impl ServerConfig {
             probe_args: default_probe_args(),
             enabled: true,
             secondary: false,
+            remote: None,
         }
     }
 
@@ -253,6 +257,12 @@ pub(super) struct ServerPatch {
     probe_args: Option<Vec<String>>,
     enabled: Option<bool>,
     secondary: Option<bool>,
+    pub(super) connect: Option<String>,
+    token_env: Option<String>,
+    token_via: Option<crate::lsp::remote::TokenVia>,
+    subprotocol: Option<String>,
+    tls_ca_file: Option<std::path::PathBuf>,
+    path_map: Option<Vec<crate::lsp::path_map::PathMapping>>,
 }
 
 /// Applies the given keys; on failure returns (field, message).
@@ -400,5 +410,18 @@ pub(super) fn apply_patch(
     if let Some(secondary) = patch.secondary {
         server.secondary = secondary;
     }
+    crate::lsp::remote::apply(
+        &mut server.remote,
+        crate::lsp::remote::RemoteKeys {
+            connect: patch.connect,
+            token_env: patch.token_env,
+            token_via: patch.token_via,
+            subprotocol: patch.subprotocol,
+            tls_ca_file: patch
+                .tls_ca_file
+                .map(|f| expand_tilde(&f.to_string_lossy())),
+            path_map: patch.path_map,
+        },
+    )?;
     Ok(())
 }
