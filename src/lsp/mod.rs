@@ -1,5 +1,7 @@
 //! Language servers: configuration, processes, connections, supervision and the registry.
 
+pub mod caches;
+pub mod clangd;
 pub mod config;
 pub mod connection;
 pub mod detect;

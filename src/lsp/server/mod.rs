@@ -47,6 +47,12 @@ pub const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(2);
 /// begins within tens of milliseconds).
 pub const FIRST_OPEN_SETTLE: Duration = Duration::from_millis(500);
 
+/// How long clangd is given, after the handshake and its first open
+/// document, to begin its background index before acp-lsp stops waiting for
+/// one (a clangd that indexes nothing, or reports no progress, would
+/// otherwise never be `running`). clangd 14 begins within milliseconds.
+pub const INDEX_START_WAIT: Duration = Duration::from_secs(15);
+
 /// How long `_acp-lsp/diagnostics` waits for a server to be `running`
 /// before syncing the documents it asks about.
 pub const DIAGNOSTICS_READY_WAIT: Duration = Duration::from_secs(20);
@@ -166,6 +172,11 @@ struct Live {
     progress: HashMap<String, Progress>,
     /// rust-analyzer's `experimental/serverStatus`: `Some(true)` once quiescent.
     quiescent: Option<bool>,
+    /// clangd: this process's first background index has not ended yet
+    /// (`indexing` until it does; see [`super::clangd`]).
+    awaiting_index: bool,
+    /// clangd: its background index reported a `begin` in this process.
+    index_began: bool,
     diagnostics: HashMap<String, Published>,
     diagnostics_order: VecDeque<String>,
     /// Bytes of the params held in `diagnostics`.
@@ -209,7 +220,12 @@ pub struct Server {
 }
 
 impl Server {
-    pub fn new(spec: ServerSpec) -> Arc<Server> {
+    pub fn new(mut spec: ServerSpec) -> Arc<Server> {
+        // Caches and build output outside the user's tree (rust-analyzer's
+        // `cargo.targetDir`); clangd's part happens at each spawn.
+        if let Some(config) = super::caches::configure(&spec.config, &spec.program, &spec.root) {
+            spec.config = Arc::new(config);
+        }
         let (status, _) = watch::channel(Status {
             state: ServerState::Stopped,
             progress: None,

@@ -2,10 +2,11 @@
 //! with backoff, graceful shutdown, and waiting for a state.
 
 use super::{
-    Handler, Server, Status, CRASH_WINDOW, INITIALIZE_TIMEOUT, MAX_CRASHES, RESTART_BACKOFF,
-    SHUTDOWN_TIMEOUT,
+    Handler, Server, Status, CRASH_WINDOW, INDEX_START_WAIT, INITIALIZE_TIMEOUT, MAX_CRASHES,
+    RESTART_BACKOFF, SHUTDOWN_TIMEOUT,
 };
 use crate::gate::{GateError, NotRunning, ServerState, State};
+use crate::lsp::caches;
 use crate::lsp::connection::{Connection, Reply, ServerMessages};
 use crate::lsp::handshake;
 use crate::lsp::process::{ServerProcess, SpawnSpec, EXIT_GRACE};
@@ -116,9 +117,23 @@ impl Server {
     /// Runs the server once. `None` when it was stopped on purpose, else why it ended.
     async fn run_once(self: &Arc<Self>) -> Option<String> {
         let config = &self.spec.config;
+        // Caches outside the user's tree, and clangd's compilation database
+        // (written again at each start): a walk of the root, off the async threads.
+        let launch = {
+            let (config, program, root) = (
+                Arc::clone(config),
+                self.spec.program.clone(),
+                self.spec.root.clone(),
+            );
+            tokio::task::spawn_blocking(move || caches::prepare_launch(&config, &program, &root))
+                .await
+                .unwrap_or_default()
+        };
+        let mut args = config.args.clone();
+        args.extend(launch.extra_args.iter().cloned());
         let spawn = SpawnSpec {
             command: self.spec.program.clone(),
-            args: config.args.clone(),
+            args,
             cwd: self.spec.root.clone(),
             env_extra: config.env.clone(),
             env_passthrough: config.env_passthrough.clone(),
@@ -161,6 +176,8 @@ impl Server {
             live.spawned_at = Some(Instant::now());
             live.progress.clear();
             live.quiescent = None;
+            live.awaiting_index = launch.awaits_background_index;
+            live.index_began = false;
             live.registrations.clear();
             live.registration_bytes = 0;
         }
@@ -215,6 +232,10 @@ impl Server {
         }
         self.live().connection = Some(Arc::clone(&connection));
         self.reopen_documents(&connection).await;
+        if launch.awaits_background_index {
+            self.start_background_index(&connection, launch.first_source.as_deref())
+                .await;
+        }
         self.update_readiness();
 
         let ended = tokio::select! {
@@ -282,6 +303,57 @@ impl Server {
         }
     }
 
+    /// clangd loads its compilation database, and begins its background
+    /// index, only once a first file is open: with nothing open (a fresh
+    /// start, not a restart), open one source of the root. If no index has
+    /// begun after [`INDEX_START_WAIT`], stop waiting for one.
+    async fn start_background_index(
+        self: &Arc<Self>,
+        connection: &Arc<Connection>,
+        first_source: Option<&std::path::Path>,
+    ) {
+        if self.docs().is_empty() {
+            if let Some(path) = first_source {
+                if let Ok(uri) = url::Url::from_file_path(path) {
+                    if let Some(reason) = self.sync_document(connection, uri.as_str(), path).await {
+                        tracing::debug!(server = %self.spec.config.name, path = %path.display(), reason, "first source not opened");
+                    }
+                }
+            }
+        }
+        let server = Arc::downgrade(self);
+        let connection = Arc::downgrade(connection);
+        tokio::spawn(async move {
+            tokio::time::sleep(INDEX_START_WAIT).await;
+            if let Some(server) = server.upgrade() {
+                server.index_start_timed_out(&connection);
+            }
+        });
+    }
+
+    /// [`INDEX_START_WAIT`] has passed on `connection`: without a begun
+    /// index, the server is no longer held in `indexing` for one.
+    fn index_start_timed_out(&self, connection: &std::sync::Weak<Connection>) {
+        {
+            let mut live = self.live();
+            let same = match (&live.connection, connection.upgrade()) {
+                (Some(live), Some(ours)) => Arc::ptr_eq(live, &ours),
+                _ => false,
+            };
+            if !same || !live.awaiting_index || live.index_began {
+                return;
+            }
+            live.awaiting_index = false;
+        }
+        tracing::warn!(
+            server = %self.spec.config.name,
+            root = %self.spec.root.display(),
+            waited_s = INDEX_START_WAIT.as_secs(),
+            "no background index began; answers may cover open files only"
+        );
+        self.update_readiness();
+    }
+
     /// Recomputes `indexing`/`ready` from progress and server status.
     pub(super) fn update_readiness(&self) {
         let (busy, connected) = {
@@ -290,6 +362,7 @@ impl Server {
                 self.spec.config.ready_when_quiescent && live.quiescent != Some(true);
             (
                 !live.progress.is_empty()
+                    || live.awaiting_index
                     || waiting_for_quiescence
                     || live.quiescent == Some(false),
                 live.connection.is_some(),
