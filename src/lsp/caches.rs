@@ -112,19 +112,17 @@ fn prune_dir(dir: &Path) {
 }
 
 /// What the per-root directory of a server is for; `None` when acp-lsp
-/// moves nothing for it.
-fn kind_of(config: &ServerConfig, program: &Path) -> Option<&'static str> {
-    if clangd::is_clangd(config, program) {
+/// moves nothing for it. Known by the program, not the configured name: a
+/// stand-in under the server's name (the conformance replay's bridge) must
+/// get the recorded command line and `initialize` params.
+fn kind_of(program: &Path) -> Option<&'static str> {
+    if clangd::is_clangd(program) {
         Some("clangd")
-    } else if config.name == "rust-analyzer" || program_named(program, "rust-analyzer") {
+    } else if program.file_name().is_some_and(|n| n == "rust-analyzer") {
         Some("rust-analyzer")
     } else {
         None
     }
-}
-
-fn program_named(program: &Path, name: &str) -> bool {
-    program.file_name().is_some_and(|n| n == name)
 }
 
 /// The configuration a server runs with for `root`: rust-analyzer's
@@ -132,7 +130,7 @@ fn program_named(program: &Path, name: &str) -> bool {
 /// and in the settings answered to `workspace/configuration`, where
 /// rust-analyzer reads it), unless the user set one. Pure: no I/O.
 pub fn configure(config: &ServerConfig, program: &Path, root: &Path) -> Option<ServerConfig> {
-    if kind_of(config, program) != Some("rust-analyzer") {
+    if kind_of(program) != Some("rust-analyzer") {
         return None;
     }
     let user_set = |v: &Value| !v.is_null();
@@ -199,7 +197,7 @@ pub struct Launch {
 /// the root when the project has none. Failures are logged and the server
 /// starts as configured.
 pub fn prepare_launch(config: &ServerConfig, program: &Path, root: &Path) -> Launch {
-    let Some(kind) = kind_of(config, program) else {
+    let Some(kind) = kind_of(program) else {
         return Launch::default();
     };
     prune(kind);
@@ -272,6 +270,9 @@ mod tests {
             Some(&configured.settings["rust-analyzer"]["cargo"]["targetDir"])
         );
 
+        // A stand-in under the name (the replay's bridge) is left alone.
+        let bridge = Path::new("/work/target/debug/acp-lsp");
+        assert!(configure(&ra, bridge, root).is_none());
         ra.settings["rust-analyzer"]["cargo"] = json!({ "targetDir": true });
         assert!(configure(&ra, Path::new("/bin/rust-analyzer"), root).is_none());
         let pyright = ServerConfig::new(
