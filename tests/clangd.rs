@@ -28,6 +28,9 @@ const BIN: &str = env!("CARGO_BIN_EXE_acp-lsp");
 const RUN_TIMEOUT: Duration = Duration::from_secs(150);
 /// Upper bound on the wait for clangd to be `ready` in-process.
 const READY_TIMEOUT: Duration = Duration::from_secs(120);
+/// Upper bound on the wait for a created file to take clangd out of `ready`
+/// (the watcher hands changes on within tens of milliseconds).
+const RESTART_TIMEOUT: Duration = Duration::from_secs(30);
 const CLANGD_INSTALL: &str = "apt-get install -y clangd";
 const FILES: &[&str] = &["main.c", "util.c", "util.h"];
 
@@ -305,6 +308,72 @@ async fn clangd_is_ready_only_once_its_index_covers_the_project() {
             ("util.h", 4)
         ]
         .map(|(f, l)| (f.to_string(), l)),
+        "{response}"
+    );
+    h.registry.shutdown().await;
+}
+
+/// A C file created after clangd has indexed joins its index: acp-lsp
+/// writes the database again and restarts clangd on it (clangd 14 does not
+/// reread it), and the server is not `running` until the new index is done.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_created_source_joins_the_index() {
+    require("clangd", CLANGD_INSTALL);
+    let h = Recorded::start("c-plain", "acp-lsp-clangd-new-", |_| {});
+    let servers = h
+        .response(GateMethod::Servers, json!({ "sessionId": "s1" }))
+        .await;
+    let server_id = servers["result"]["servers"]
+        .as_array()
+        .and_then(|s| s.iter().find(|e| e["name"] == "clangd"))
+        .and_then(|e| e["serverId"].as_str())
+        .unwrap_or_else(|| panic!("no clangd entry: {servers}"))
+        .to_string();
+    let server = h.registry.server(&server_id).expect("the listed server");
+    server.ensure_started();
+    tokio::time::timeout(
+        READY_TIMEOUT,
+        server.wait_for_state(|s| s == ServerState::Ready),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("clangd not ready: {:?}", server.status()));
+
+    std::fs::write(
+        h.root.join("extra.c"),
+        "#include \"util.h\"\n\nint extra(void) {\n    return add_numbers(5, 6);\n}\n",
+    )
+    .expect("write extra.c");
+    // The watcher's batch takes the server out of `ready` for the restart.
+    tokio::time::timeout(
+        RESTART_TIMEOUT,
+        server.wait_for_state(|s| s != ServerState::Ready),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("a new source did not restart clangd: {:?}", server.status()));
+
+    let params = json!({
+        "textDocument": { "uri": h.uri("util.h") },
+        "position": { "line": 4, "character": 4 },
+        "context": { "includeDeclaration": false },
+    });
+    let response = h
+        .response(
+            GateMethod::Request,
+            request_params(&server_id, "textDocument/references", params, Some(60_000)),
+        )
+        .await;
+    let files: std::collections::BTreeSet<String> = response["result"]["lspResult"]
+        .as_array()
+        .unwrap_or_else(|| panic!("references: {response}"))
+        .iter()
+        .map(|l| {
+            let uri = l["uri"].as_str().expect("a uri");
+            h.relative_path(&uri_path(uri), uri)
+        })
+        .collect();
+    assert!(files.contains("extra.c"), "{response}");
+    assert!(
+        files.contains("main.c") && files.contains("util.c"),
         "{response}"
     );
     h.registry.shutdown().await;

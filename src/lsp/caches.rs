@@ -190,6 +190,8 @@ pub struct Launch {
     pub first_source: Option<PathBuf>,
     /// The compilation database acp-lsp generated for this spawn, if it did.
     pub generated_database: Option<PathBuf>,
+    /// The sources it lists.
+    pub sources: Vec<PathBuf>,
 }
 
 /// The I/O before a spawn (blocking: call it off the async threads): the

@@ -106,8 +106,9 @@ pub fn launch(config: &ServerConfig, root: &Path, dir: &Path) -> Launch {
     Launch {
         extra_args: vec![format!("--compile-commands-dir={}", dir.display())],
         awaits_background_index: !background_index_off(&config.args) && !sources.is_empty(),
-        first_source: sources.into_iter().next(),
+        first_source: sources.first().cloned(),
         generated_database: Some(database),
+        sources,
     }
 }
 

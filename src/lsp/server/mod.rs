@@ -29,7 +29,7 @@ use crate::record::Recorder;
 use parking_lot::{Mutex, MutexGuard};
 use serde_json::json;
 use serde_json::value::RawValue;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -177,6 +177,9 @@ struct Live {
     awaiting_index: bool,
     /// clangd: its background index reported a `begin` in this process.
     index_began: bool,
+    /// clangd: the sources of the compilation database acp-lsp generated
+    /// for this process, if it did (a created or deleted source reloads it).
+    database_sources: Option<Arc<BTreeSet<PathBuf>>>,
     diagnostics: HashMap<String, Published>,
     diagnostics_order: VecDeque<String>,
     /// Bytes of the params held in `diagnostics`.
@@ -211,6 +214,8 @@ pub struct Server {
     /// reach the table in the other order and send an older text last.
     disk_sync: tokio::sync::Mutex<()>,
     stop: CancellationToken,
+    /// Ends the running process for a planned restart ([`Server::reload`]).
+    reload: tokio::sync::Notify,
     started: Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// Bumped on every diagnostics publish, for waiters.
     published: watch::Sender<u64>,
@@ -239,6 +244,7 @@ impl Server {
             documents: Mutex::new(DocumentTable::new(DEFAULT_MAX_OPEN_DOCUMENTS)),
             disk_sync: tokio::sync::Mutex::new(()),
             stop: CancellationToken::new(),
+            reload: tokio::sync::Notify::new(),
             started: Mutex::new(None),
             published: watch::channel(0).0,
             sessions: Mutex::new(HashMap::new()),

@@ -57,8 +57,17 @@ impl Server {
         let mut crashes: VecDeque<Instant> = VecDeque::new();
         loop {
             let error = match self.run_once().await {
-                None => return,
-                Some(error) => error,
+                RunEnd::Stopped => return,
+                RunEnd::Reload => {
+                    // Planned: not a crash, no backoff.
+                    tracing::info!(
+                        server = %self.spec.config.name,
+                        root = %self.spec.root.display(),
+                        "server restarted: its compilation database changed"
+                    );
+                    continue;
+                }
+                RunEnd::Crashed(error) => error,
             };
             let now = Instant::now();
             crashes.push_back(now);
@@ -114,8 +123,18 @@ impl Server {
         }
     }
 
-    /// Runs the server once. `None` when it was stopped on purpose, else why it ended.
-    async fn run_once(self: &Arc<Self>) -> Option<String> {
+    /// Runs the server once; how it ended.
+    async fn run_once(self: &Arc<Self>) -> RunEnd {
+        match self.run_process().await {
+            Some(Ok(())) => RunEnd::Reload,
+            Some(Err(error)) => RunEnd::Crashed(error),
+            None => RunEnd::Stopped,
+        }
+    }
+
+    /// One process: `None` when it was stopped on purpose, `Some(Ok(()))`
+    /// when it was ended for a reload, else why it ended.
+    async fn run_process(self: &Arc<Self>) -> Option<Result<(), String>> {
         let config = &self.spec.config;
         // Caches outside the user's tree, and clangd's compilation database
         // (written again at each start): a walk of the root, off the async threads.
@@ -140,7 +159,7 @@ impl Server {
         };
         let (mut process, io) = match ServerProcess::spawn(&config.name, &spawn) {
             Ok(spawned) => spawned,
-            Err(e) => return Some(e.to_string()),
+            Err(e) => return Some(Err(e.to_string())),
         };
         tracing::info!(
             server = %config.name,
@@ -177,6 +196,10 @@ impl Server {
             live.progress.clear();
             live.quiescent = None;
             live.awaiting_index = launch.awaits_background_index;
+            live.database_sources = launch
+                .generated_database
+                .as_ref()
+                .map(|_| Arc::new(launch.sources.iter().cloned().collect()));
             live.index_began = false;
             live.registrations.clear();
             live.registration_bytes = 0;
@@ -220,10 +243,10 @@ impl Server {
                 .await
                 .map_or_else(|e| e.to_string(), |s| s.to_string());
             self.record_exit(&status);
-            return Some(with_stderr(
+            return Some(Err(with_stderr(
                 format!("{failure} ({status})"),
                 &process.stderr_tail(),
-            ));
+            )));
         }
         connection.notify("initialized", Some(&raw_json(&json!({}))));
         if !is_empty_settings(&config.settings) {
@@ -239,24 +262,48 @@ impl Server {
         self.update_readiness();
 
         let ended = tokio::select! {
-            status = process.wait() => Some(status),
-            _ = self.stop.cancelled() => None,
+            status = process.wait() => Ended::Exited(status),
+            _ = self.stop.cancelled() => Ended::Stop,
+            _ = self.reload.notified() => Ended::Reload,
         };
         self.live().connection = None;
         match ended {
-            Some(status) => {
+            Ended::Exited(status) => {
                 let status = status.map_or_else(|e| e.to_string(), |s| s.to_string());
                 self.record_exit(&status);
-                Some(with_stderr(
+                Some(Err(with_stderr(
                     format!("exited ({status})"),
                     &process.stderr_tail(),
-                ))
+                )))
             }
-            None => {
+            Ended::Stop => {
                 self.shutdown(&connection, &mut process, true).await;
                 None
             }
+            Ended::Reload => {
+                self.shutdown(&connection, &mut process, true).await;
+                Some(Ok(()))
+            }
         }
+    }
+
+    /// clangd's generated compilation database no longer lists the root's
+    /// sources: write it again and restart clangd on it. clangd 14 does not
+    /// reread a `--compile-commands-dir` database by itself (only at a later
+    /// lookup, after its freshness window), so a restart is what makes a new
+    /// file part of its index. Until the new process has indexed, the server
+    /// is not `running` (set here, before the watcher's batch is done, so a
+    /// request settled after the change waits for the new process).
+    pub(super) fn reload(&self) {
+        {
+            let mut live = self.live();
+            if live.connection.take().is_none() {
+                return;
+            }
+            live.database_sources = None;
+        }
+        self.set_status(ServerState::Starting, None);
+        self.reload.notify_one();
     }
 
     /// shutdown → exit → bounded wait → SIGTERM → SIGKILL (the process group).
@@ -443,6 +490,23 @@ impl Server {
         }
         self.live().connection.clone().ok_or_else(|| self.exited())
     }
+}
+
+/// How [`Server::run_once`] ended.
+enum RunEnd {
+    /// Stopped on purpose.
+    Stopped,
+    /// Ended for a reload ([`Server::reload`]); start again at once.
+    Reload,
+    /// Ended by itself or failed to start: why.
+    Crashed(String),
+}
+
+/// What ended a running process.
+enum Ended {
+    Exited(std::io::Result<std::process::ExitStatus>),
+    Stop,
+    Reload,
 }
 
 fn with_stderr(message: String, tail: &str) -> String {
