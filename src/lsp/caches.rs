@@ -13,6 +13,7 @@
 
 use super::clangd;
 use super::config::ServerConfig;
+pub use super::launch::Launch;
 use serde_json::{json, Value};
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
@@ -175,23 +176,6 @@ fn set_path(value: &mut Value, path: &[&str], text: &str) {
         at = &mut at[*key];
     }
     at[path[path.len() - 1]] = json!(text);
-}
-
-/// What a spawn adds to a server's command line, and what its readiness waits for.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Launch {
-    /// Appended to the configured arguments.
-    pub extra_args: Vec<String>,
-    /// clangd: `running` waits for the end of its first background index.
-    pub awaits_background_index: bool,
-    /// A source file to open after the handshake when nothing is open:
-    /// clangd loads its compilation database, and starts indexing, only
-    /// once a first file is open.
-    pub first_source: Option<PathBuf>,
-    /// The compilation database acp-lsp generated for this spawn, if it did.
-    pub generated_database: Option<PathBuf>,
-    /// The sources it lists.
-    pub sources: Vec<PathBuf>,
 }
 
 /// The I/O before a spawn (blocking: call it off the async threads): the

@@ -10,12 +10,12 @@
 //! and in its `build/`; when the root and its ancestors have none, acp-lsp
 //! writes one covering every C/C++ source of the root (an ignore-aware walk,
 //! at most [`MAX_COMPILE_COMMANDS`]) into the server's private cache
-//! directory ([`super::caches`]) and passes `--compile-commands-dir`. clangd
+//! directory (`super::caches`) and passes `--compile-commands-dir`. clangd
 //! writes its index beside the database, so `.cache/clangd/` lands there too,
 //! not in the project. The database is written again at each server start.
 
-use super::caches::Launch;
 use super::config::ServerConfig;
+use super::launch::Launch;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 

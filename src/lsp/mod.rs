@@ -7,6 +7,7 @@ pub mod connection;
 pub mod detect;
 pub mod documents;
 pub mod handshake;
+pub mod launch;
 pub mod probe;
 pub mod process;
 pub mod ratelimit;
