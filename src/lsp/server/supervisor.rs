@@ -294,15 +294,25 @@ impl Server {
     /// file part of its index. Until the new process has indexed, the server
     /// is not `running` (set here, before the watcher's batch is done, so a
     /// request settled after the change waits for the new process).
+    ///
+    /// A change seen while a process is coming up (its database may have
+    /// been written before the change) restarts that process once it is up:
+    /// the permit waits in `reload` for its `select!`.
     pub(super) fn reload(&self) {
-        {
+        let running = {
             let mut live = self.live();
-            if live.connection.take().is_none() {
-                return;
-            }
+            // Cleared: further changes before the next start ask nothing more.
             live.database_sources = None;
+            live.connection.take().is_some()
+        };
+        if running {
+            self.set_status(ServerState::Starting, None);
+        } else if !matches!(
+            self.status().state,
+            ServerState::Starting | ServerState::Indexing | ServerState::Restarting
+        ) {
+            return;
         }
-        self.set_status(ServerState::Starting, None);
         self.reload.notify_one();
     }
 
