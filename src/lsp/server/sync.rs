@@ -248,9 +248,11 @@ impl Server {
 
     /// clangd starts its background index only once a first document is open,
     /// and answers meanwhile from the open files alone (a definition in another
-    /// file lands on the header's declaration). So after a connection's first
-    /// didOpen, a caller that waits for readiness gives the server
-    /// [`FIRST_OPEN_SETTLE`] to report work, then waits for it to finish.
+    /// file lands on the header's declaration). acp-lsp opens a source itself
+    /// after the handshake (`start_background_index`); for a server it could
+    /// not do that for, after a connection's first didOpen, a caller that
+    /// waits for readiness gives the server [`FIRST_OPEN_SETTLE`] to report
+    /// work, then waits for it to finish.
     async fn settle_after_first_open(&self, wait: Duration) {
         let mut rx = self.status.subscribe();
         let busy = tokio::time::timeout(
