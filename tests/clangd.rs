@@ -378,3 +378,46 @@ async fn a_created_source_joins_the_index() {
     );
     h.registry.shutdown().await;
 }
+
+/// With the project's own `compile_commands.json`, clangd reads it through a
+/// link in the cache directory and writes its index there: a session (the
+/// issue's `--dry-run`) leaves no `.cache/` in the project.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_projects_own_database_the_index_stays_out_of_the_project() {
+    let project = Plain::new();
+    let root = project.root.display().to_string();
+    let commands: Vec<Value> = ["main.c", "util.c"]
+        .iter()
+        .map(|file| {
+            json!({
+                "directory": root,
+                "file": file,
+                "arguments": ["cc", "-std=c11", "-c", file],
+            })
+        })
+        .collect();
+    let own = project.root.join("compile_commands.json");
+    std::fs::write(&own, Value::Array(commands).to_string()).expect("write the database");
+    let before = snapshot_tree(&project.root, &[]);
+    let output = project
+        .run(&["rename", "main.c:6:15", "sum_of", "--dry-run"])
+        .await;
+    let diff = String::from_utf8_lossy(&output.stdout);
+    for file in FILES {
+        assert!(
+            diff.contains(&format!("+++ b/{file}")),
+            "{file} not in:\n{diff}"
+        );
+    }
+    assert_eq!(
+        snapshot_tree(&project.root, &[]),
+        before,
+        "the session changed the project (clangd's .cache/?)"
+    );
+    let dir = project.clangd_dir();
+    assert_eq!(
+        std::fs::read_link(dir.join("compile_commands.json")).ok(),
+        Some(own)
+    );
+    assert!(dir.join(".cache/clangd/index").is_dir());
+}

@@ -13,6 +13,9 @@
 //! directory (`super::caches`) and passes `--compile-commands-dir`. clangd
 //! writes its index beside the database, so `.cache/clangd/` lands there too,
 //! not in the project. The database is written again at each server start.
+//! A project's own database in the root or its `build/` is linked there
+//! (a symbolic link), for the same reason; one elsewhere (an ancestor, or
+//! named by `.clangd`) is left to clangd, which then indexes beside it.
 
 use super::config::ServerConfig;
 use super::launch::Launch;
@@ -70,20 +73,43 @@ pub fn project_has_database(root: &Path) -> bool {
     let in_ancestors = root
         .ancestors()
         .any(|dir| DATABASE_NAMES.iter().any(|name| dir.join(name).is_file()));
-    let named_in_config = std::fs::read_to_string(root.join(".clangd"))
-        .is_ok_and(|text| text.contains("CompilationDatabase"));
-    in_ancestors || named_in_config
+    in_ancestors || names_database_in_config(root)
+}
+
+fn names_database_in_config(root: &Path) -> bool {
+    std::fs::read_to_string(root.join(".clangd"))
+        .is_ok_and(|text| text.contains("CompilationDatabase"))
+}
+
+/// The project's own database in the root or its `build/` (what clangd
+/// would pick first for the root's files), unless a `.clangd` names one.
+fn root_database(root: &Path) -> Option<PathBuf> {
+    if names_database_in_config(root) {
+        return None;
+    }
+    DATABASE_NAMES
+        .iter()
+        .map(|name| root.join(name))
+        .find(|path| path.is_file())
 }
 
 /// clangd's launch when acp-lsp may write its database in `dir`.
 pub fn launch(config: &ServerConfig, root: &Path, dir: &Path) -> Launch {
-    if database_dir_given(&config.args) || project_has_database(root) {
+    if database_dir_given(&config.args) {
+        return launch_in_place(config, root);
+    }
+    if let Some(own) = root_database(root) {
+        return launch_linked(config, root, dir, &own);
+    }
+    if project_has_database(root) {
         return launch_in_place(config, root);
     }
     let sources = sources(root, MAX_COMPILE_COMMANDS);
     let database = dir.join("compile_commands.json");
     let text = database_text(root, &sources);
-    let unchanged = std::fs::read_to_string(&database).is_ok_and(|old| old == text);
+    // A link left from a start with the project's own database is replaced.
+    let unchanged = std::fs::symlink_metadata(&database).is_ok_and(|m| m.is_file())
+        && std::fs::read_to_string(&database).is_ok_and(|old| old == text);
     if !unchanged {
         let written = tempfile::NamedTempFile::new_in(dir)
             .and_then(|mut file| {
@@ -110,6 +136,28 @@ pub fn launch(config: &ServerConfig, root: &Path, dir: &Path) -> Launch {
         generated_database: Some(database),
         sources,
     }
+}
+
+/// clangd's launch with the project's own database in the root (or its
+/// `build/`): `dir/compile_commands.json` is a symbolic link to it, so clangd
+/// reads the project's database (and rereads it when the build rewrites it,
+/// as it would in place) but writes its index beside the link, in `dir`.
+fn launch_linked(config: &ServerConfig, root: &Path, dir: &Path, own: &Path) -> Launch {
+    let link = dir.join("compile_commands.json");
+    let current = std::fs::read_link(&link).ok();
+    if current.as_deref() != Some(own) {
+        let staged = dir.join(".compile_commands.json.link");
+        let _ = std::fs::remove_file(&staged);
+        let linked =
+            std::os::unix::fs::symlink(own, &staged).and_then(|()| std::fs::rename(&staged, &link));
+        if let Err(error) = linked {
+            tracing::warn!(server = %config.name, path = %link.display(), %error, "compilation database not linked; clangd's index goes beside the project's");
+            return launch_in_place(config, root);
+        }
+    }
+    let mut launch = launch_in_place(config, root);
+    launch.extra_args = vec![format!("--compile-commands-dir={}", dir.display())];
+    launch
 }
 
 /// clangd's launch with the project's own database (or none acp-lsp could
@@ -317,10 +365,34 @@ mod tests {
         let config = ServerConfig::new("clangd", "clangd", &[], &["c"], &["c"], &[]);
         let dir = tmp.path().join("cache");
         std::fs::create_dir(&dir).expect("mkdir");
-        let launch = launch(&config, &root, &dir);
-        assert!(launch.extra_args.is_empty() && launch.generated_database.is_none());
-        assert!(launch.awaits_background_index);
-        assert_eq!(launch.first_source, Some(root.join("main.c")));
+        // Linked, not copied: clangd reads the project's, indexes into `dir`.
+        let linked = launch(&config, &root, &dir);
+        assert_eq!(
+            linked.extra_args,
+            vec![format!("--compile-commands-dir={}", dir.display())]
+        );
+        assert_eq!(
+            std::fs::read_link(dir.join("compile_commands.json")).ok(),
+            Some(root.join("build/compile_commands.json"))
+        );
+        assert!(linked.generated_database.is_none());
+        assert!(linked.awaits_background_index);
+        assert_eq!(linked.first_source, Some(root.join("main.c")));
+        // One in the root wins over build/, as in clangd.
+        write(&root, "compile_commands.json", "[]");
+        launch(&config, &root, &dir);
+        assert_eq!(
+            std::fs::read_link(dir.join("compile_commands.json")).ok(),
+            Some(root.join("compile_commands.json"))
+        );
+        // A `.clangd` naming a database: left to clangd.
+        write(
+            &root,
+            ".clangd",
+            "CompileFlags:\n  CompilationDatabase: out\n",
+        );
+        let named = launch(&config, &root, &dir);
+        assert!(named.extra_args.is_empty() && named.awaits_background_index);
     }
 
     #[test]
