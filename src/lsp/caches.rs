@@ -129,8 +129,22 @@ fn kind_of(program: &Path) -> Option<&'static str> {
 /// The configuration a server runs with for `root`: rust-analyzer's
 /// `cargo.targetDir` in the private directory (in `initializationOptions`
 /// and in the settings answered to `workspace/configuration`, where
-/// rust-analyzer reads it), unless the user set one. Pure: no I/O.
+/// rust-analyzer reads it), unless the user chose one (there, or with
+/// `CARGO_TARGET_DIR`). Pure: no I/O.
 pub fn configure(config: &ServerConfig, program: &Path, root: &Path) -> Option<ServerConfig> {
+    let target = root_dir("rust-analyzer", root)?.join("target");
+    let inherited = std::env::var_os("CARGO_TARGET_DIR").is_some();
+    configure_with(config, program, &target, inherited)
+}
+
+/// [`configure`] with the target directory and whether acp-lsp's own
+/// environment sets `CARGO_TARGET_DIR` given.
+fn configure_with(
+    config: &ServerConfig,
+    program: &Path,
+    target: &Path,
+    inherited_target_dir: bool,
+) -> Option<ServerConfig> {
     if kind_of(program) != Some("rust-analyzer") {
         return None;
     }
@@ -144,10 +158,12 @@ pub fn configure(config: &ServerConfig, program: &Path, root: &Path) -> Option<S
         .settings
         .pointer("/rust-analyzer/cargo/targetDir")
         .is_some_and(user_set);
-    if options_set || settings_set {
+    // The user's `CARGO_TARGET_DIR` (inherited, or in the server's `env`)
+    // is a choice too: rust-analyzer's `--target-dir` would override it.
+    let env_set = config.env.contains_key("CARGO_TARGET_DIR") || inherited_target_dir;
+    if options_set || settings_set || env_set {
         return None;
     }
-    let target = root_dir("rust-analyzer", root)?.join("target");
     let target = target.display().to_string();
     let mut config = config.clone();
     let options = config
@@ -235,18 +251,16 @@ mod tests {
             &[],
         );
         ra.settings = json!({ "rust-analyzer": { "checkOnSave": false } });
-        let root = Path::new("/ws/crate");
-        let Some(configured) = configure(&ra, Path::new("/bin/rust-analyzer"), root) else {
-            // No HOME and no XDG_CACHE_HOME: nothing to move to.
-            assert!(cache_home().is_none());
-            return;
+        let program = Path::new("/bin/rust-analyzer");
+        let target = Path::new("/home/u/.cache/acp-lsp/rust-analyzer/crate-0123/target");
+        let configured = configure_with(&ra, program, target, false);
+        let Some(configured) = configured else {
+            panic!("rust-analyzer's targetDir not set");
         };
-        let target = configured.settings["rust-analyzer"]["cargo"]["targetDir"]
-            .as_str()
-            .map(PathBuf::from);
-        assert!(target.as_ref().is_some_and(|t| t.ends_with("target")
-            && !t.starts_with(root)
-            && t.starts_with(cache_home().unwrap_or_default())));
+        assert_eq!(
+            configured.settings["rust-analyzer"]["cargo"]["targetDir"],
+            json!(target.display().to_string())
+        );
         assert_eq!(configured.settings["rust-analyzer"]["checkOnSave"], false);
         assert_eq!(
             configured
@@ -258,9 +272,17 @@ mod tests {
 
         // A stand-in under the name (the replay's bridge) is left alone.
         let bridge = Path::new("/work/target/debug/acp-lsp");
-        assert!(configure(&ra, bridge, root).is_none());
+        assert!(configure_with(&ra, bridge, target, false).is_none());
+        // The user's choices win: CARGO_TARGET_DIR inherited or in `env`,
+        // or `cargo.targetDir` in the settings.
+        assert!(configure_with(&ra, program, target, true).is_none());
+        let mut with_env = ra.clone();
+        with_env
+            .env
+            .insert("CARGO_TARGET_DIR".into(), "/ws/out".into());
+        assert!(configure_with(&with_env, program, target, false).is_none());
         ra.settings["rust-analyzer"]["cargo"] = json!({ "targetDir": true });
-        assert!(configure(&ra, Path::new("/bin/rust-analyzer"), root).is_none());
+        assert!(configure_with(&ra, program, target, false).is_none());
         let pyright = ServerConfig::new(
             "pyright",
             "pyright-langserver",
@@ -269,7 +291,13 @@ mod tests {
             &["py"],
             &[],
         );
-        assert!(configure(&pyright, Path::new("/bin/pyright-langserver"), root).is_none());
+        assert!(configure_with(
+            &pyright,
+            Path::new("/bin/pyright-langserver"),
+            target,
+            false
+        )
+        .is_none());
     }
 
     #[test]
