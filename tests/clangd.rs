@@ -316,6 +316,7 @@ async fn clangd_is_ready_only_once_its_index_covers_the_project() {
 /// A C file created after clangd has indexed joins its index: acp-lsp
 /// writes the database again and restarts clangd on it (clangd 14 does not
 /// reread it), and the server is not `running` until the new index is done.
+/// Deleted again, it leaves the database the same way.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_created_source_joins_the_index() {
     require("clangd", CLANGD_INSTALL);
@@ -376,6 +377,37 @@ async fn a_created_source_joins_the_index() {
         files.contains("main.c") && files.contains("util.c"),
         "{response}"
     );
+
+    // Deleted: the database is written again without it, clangd restarted.
+    tokio::time::timeout(
+        READY_TIMEOUT,
+        server.wait_for_state(|s| s == ServerState::Ready),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("clangd not ready: {:?}", server.status()));
+    std::fs::remove_file(h.root.join("extra.c")).expect("delete extra.c");
+    tokio::time::timeout(
+        RESTART_TIMEOUT,
+        server.wait_for_state(|s| s != ServerState::Ready),
+    )
+    .await
+    .unwrap_or_else(|_| {
+        panic!(
+            "a deleted source did not restart clangd: {:?}",
+            server.status()
+        )
+    });
+    tokio::time::timeout(
+        READY_TIMEOUT,
+        server.wait_for_state(|s| s == ServerState::Ready),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("clangd not ready again: {:?}", server.status()));
+    let dir = acp_lsp::lsp::caches::root_dir("clangd", &h.root).expect("a cache directory");
+    let database =
+        std::fs::read_to_string(dir.join("compile_commands.json")).expect("the database");
+    assert!(!database.contains("extra.c"), "{database}");
+    assert!(database.contains("main.c"), "{database}");
     h.registry.shutdown().await;
 }
 
