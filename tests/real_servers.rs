@@ -731,6 +731,11 @@ async fn build_script_ran(config: acp_lsp::lsp::config::Config) -> bool {
     assert_eq!(state, ServerState::Ready, "{:?}", server.status());
     let ran = root.join(BUILD_MARKER).exists();
     registry.shutdown().await;
+    // Build output goes to acp-lsp's cache (`cargo.targetDir`), not the project.
+    assert!(
+        !root.join("target").exists(),
+        "rust-analyzer left target/ in the project"
+    );
     ran
 }
 

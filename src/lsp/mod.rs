@@ -1,11 +1,14 @@
 //! Language servers: configuration, processes, connections, supervision and the registry.
 
+pub mod caches;
+pub mod clangd;
 pub mod config;
 pub mod connection;
 pub mod detect;
 pub mod documents;
 pub mod handshake;
 pub mod health;
+pub mod launch;
 pub mod path_map;
 pub mod primary;
 pub mod probe;

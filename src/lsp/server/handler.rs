@@ -211,9 +211,19 @@ impl ServerMessages for Handler {
                 else {
                     return;
                 };
+                // clangd's background index: its first end is when clangd's
+                // answers cover the project (Live::awaiting_index).
+                let index = token.as_str() == Some(crate::lsp::clangd::BACKGROUND_INDEX_TOKEN);
                 let token = token.to_string();
                 {
                     let mut live = server.live();
+                    if index {
+                        match value {
+                            WorkDone::Begin { .. } => live.index_began = true,
+                            WorkDone::End {} => live.awaiting_index = false,
+                            WorkDone::Report { .. } => {}
+                        }
+                    }
                     match value {
                         WorkDone::Begin {
                             title,

@@ -29,7 +29,7 @@ use crate::record::Recorder;
 use parking_lot::{Mutex, MutexGuard};
 use serde_json::json;
 use serde_json::value::RawValue;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -46,6 +46,12 @@ pub const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(2);
 /// waits for the server to start reporting work (clangd's background index
 /// begins within tens of milliseconds).
 pub const FIRST_OPEN_SETTLE: Duration = Duration::from_millis(500);
+
+/// How long clangd is given, after the handshake and its first open
+/// document, to begin its background index before acp-lsp stops waiting for
+/// one (a clangd that indexes nothing, or reports no progress, would
+/// otherwise never be `running`). clangd 14 begins within milliseconds.
+pub const INDEX_START_WAIT: Duration = Duration::from_secs(15);
 
 /// How long `_acp-lsp/diagnostics` waits for a server to be `running`
 /// before syncing the documents it asks about.
@@ -166,6 +172,14 @@ struct Live {
     progress: HashMap<String, Progress>,
     /// rust-analyzer's `experimental/serverStatus`: `Some(true)` once quiescent.
     quiescent: Option<bool>,
+    /// clangd: this process's first background index has not ended yet
+    /// (`indexing` until it does; see [`super::clangd`]).
+    awaiting_index: bool,
+    /// clangd: its background index reported a `begin` in this process.
+    index_began: bool,
+    /// clangd: the sources of the compilation database acp-lsp generated
+    /// for this process, if it did (a created or deleted source reloads it).
+    database_sources: Option<Arc<BTreeSet<PathBuf>>>,
     diagnostics: HashMap<String, Published>,
     diagnostics_order: VecDeque<String>,
     /// Bytes of the params held in `diagnostics`.
@@ -200,6 +214,8 @@ pub struct Server {
     /// reach the table in the other order and send an older text last.
     disk_sync: tokio::sync::Mutex<()>,
     stop: CancellationToken,
+    /// Ends the running process for a planned restart ([`Server::reload`]).
+    reload: tokio::sync::Notify,
     started: Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// Bumped on every diagnostics publish, for waiters.
     published: watch::Sender<u64>,
@@ -209,7 +225,12 @@ pub struct Server {
 }
 
 impl Server {
-    pub fn new(spec: ServerSpec) -> Arc<Server> {
+    pub fn new(mut spec: ServerSpec) -> Arc<Server> {
+        // Caches and build output outside the user's tree (rust-analyzer's
+        // `cargo.targetDir`); clangd's part happens at each spawn.
+        if let Some(config) = super::caches::configure(&spec.config, &spec.program, &spec.root) {
+            spec.config = Arc::new(config);
+        }
         let (status, _) = watch::channel(Status {
             // Not started until the registry starts it (lazy roots).
             state: ServerState::Idle,
@@ -224,6 +245,7 @@ impl Server {
             documents: Mutex::new(DocumentTable::new(DEFAULT_MAX_OPEN_DOCUMENTS)),
             disk_sync: tokio::sync::Mutex::new(()),
             stop: CancellationToken::new(),
+            reload: tokio::sync::Notify::new(),
             started: Mutex::new(None),
             published: watch::channel(0).0,
             sessions: Mutex::new(HashMap::new()),

@@ -2,10 +2,11 @@
 //! with backoff, graceful shutdown, and waiting for a state.
 
 use super::{
-    Handler, Server, Status, CRASH_WINDOW, INITIALIZE_TIMEOUT, MAX_CRASHES, RESTART_BACKOFF,
-    SHUTDOWN_TIMEOUT,
+    Handler, Server, Status, CRASH_WINDOW, INDEX_START_WAIT, INITIALIZE_TIMEOUT, MAX_CRASHES,
+    RESTART_BACKOFF, SHUTDOWN_TIMEOUT,
 };
 use crate::gate::{GateError, NotRunning, ServerState, State};
+use crate::lsp::caches;
 use crate::lsp::connection::{Connection, Reply, ServerMessages};
 use crate::lsp::handshake;
 use crate::lsp::process::{SpawnSpec, EXIT_GRACE};
@@ -57,8 +58,17 @@ impl Server {
         let mut crashes: VecDeque<Instant> = VecDeque::new();
         loop {
             let error = match self.run_once().await {
-                None => return,
-                Some(error) => error,
+                RunEnd::Stopped => return,
+                RunEnd::Reload => {
+                    // Planned: not a crash, no backoff.
+                    tracing::info!(
+                        server = %self.spec.config.name,
+                        root = %self.spec.root.display(),
+                        "server restarted: its compilation database changed"
+                    );
+                    continue;
+                }
+                RunEnd::Crashed(error) => error,
             };
             let now = Instant::now();
             crashes.push_back(now);
@@ -120,12 +130,36 @@ impl Server {
         }
     }
 
-    /// Runs the server once. `None` when it was stopped on purpose, else why it ended.
-    async fn run_once(self: &Arc<Self>) -> Option<String> {
+    /// Runs the server once; how it ended.
+    async fn run_once(self: &Arc<Self>) -> RunEnd {
+        match self.run_process().await {
+            Some(Ok(())) => RunEnd::Reload,
+            Some(Err(error)) => RunEnd::Crashed(error),
+            None => RunEnd::Stopped,
+        }
+    }
+
+    /// One process: `None` when it was stopped on purpose, `Some(Ok(()))`
+    /// when it was ended for a reload, else why it ended.
+    async fn run_process(self: &Arc<Self>) -> Option<Result<(), String>> {
         let config = &self.spec.config;
+        // Caches outside the user's tree, and clangd's compilation database
+        // (written again at each start): a walk of the root, off the async threads.
+        let launch = {
+            let (config, program, root) = (
+                Arc::clone(config),
+                self.spec.program.clone(),
+                self.spec.root.clone(),
+            );
+            tokio::task::spawn_blocking(move || caches::prepare_launch(&config, &program, &root))
+                .await
+                .unwrap_or_default()
+        };
+        let mut args = config.args.clone();
+        args.extend(launch.extra_args.iter().cloned());
         let spawn = SpawnSpec {
             command: self.spec.program.clone(),
-            args: config.args.clone(),
+            args,
             cwd: self.spec.root.clone(),
             env_extra: config.env.clone(),
             env_passthrough: config.env_passthrough.clone(),
@@ -137,7 +171,7 @@ impl Server {
         };
         let (mut process, io) = match opened {
             Ok(opened) => opened,
-            Err(e) => return Some(e),
+            Err(e) => return Some(Err(e)),
         };
         tracing::info!(
             server = %config.name,
@@ -173,6 +207,12 @@ impl Server {
             live.spawned_at = Some(Instant::now());
             live.progress.clear();
             live.quiescent = None;
+            live.awaiting_index = launch.awaits_background_index;
+            live.database_sources = launch
+                .generated_database
+                .as_ref()
+                .map(|_| Arc::new(launch.sources.iter().cloned().collect()));
+            live.index_began = false;
             live.registrations.clear();
             live.registration_bytes = 0;
         }
@@ -215,10 +255,10 @@ impl Server {
                 .await
                 .map_or_else(|e| e.to_string(), |s| s.to_string());
             self.record_exit(&status);
-            return Some(with_stderr(
+            return Some(Err(with_stderr(
                 format!("{failure} ({status})"),
                 &process.stderr_tail(),
-            ));
+            )));
         }
         connection.notify("initialized", Some(&raw_json(&json!({}))));
         if !is_empty_settings(&config.settings) {
@@ -227,27 +267,65 @@ impl Server {
         }
         self.live().connection = Some(Arc::clone(&connection));
         self.reopen_documents(&connection).await;
+        if launch.awaits_background_index {
+            self.start_background_index(&connection, launch.first_source.as_deref())
+                .await;
+        }
         self.update_readiness();
 
         let ended = tokio::select! {
-            status = process.wait() => Some(status),
-            _ = self.stop.cancelled() => None,
+            status = process.wait() => Ended::Exited(status),
+            _ = self.stop.cancelled() => Ended::Stop,
+            _ = self.reload.notified() => Ended::Reload,
         };
         self.live().connection = None;
         match ended {
-            Some(status) => {
+            Ended::Exited(status) => {
                 let status = status.map_or_else(|e| e.to_string(), |s| s.to_string());
                 self.record_exit(&status);
-                Some(with_stderr(
+                Some(Err(with_stderr(
                     format!("exited ({status})"),
                     &process.stderr_tail(),
-                ))
+                )))
             }
-            None => {
+            Ended::Stop => {
                 self.shutdown(&connection, &mut process, true).await;
                 None
             }
+            Ended::Reload => {
+                self.shutdown(&connection, &mut process, true).await;
+                Some(Ok(()))
+            }
         }
+    }
+
+    /// clangd's generated compilation database no longer lists the root's
+    /// sources: write it again and restart clangd on it. clangd 14 does not
+    /// reread a `--compile-commands-dir` database by itself (only at a later
+    /// lookup, after its freshness window), so a restart is what makes a new
+    /// file part of its index. Until the new process has indexed, the server
+    /// is not `running` (set here, before the watcher's batch is done, so a
+    /// request settled after the change waits for the new process).
+    ///
+    /// A change seen while a process is coming up (its database may have
+    /// been written before the change) restarts that process once it is up:
+    /// the permit waits in `reload` for its `select!`.
+    pub(super) fn reload(&self) {
+        let running = {
+            let mut live = self.live();
+            // Cleared: further changes before the next start ask nothing more.
+            live.database_sources = None;
+            live.connection.take().is_some()
+        };
+        if running {
+            self.set_status(ServerState::Starting, None);
+        } else if !matches!(
+            self.status().state,
+            ServerState::Starting | ServerState::Indexing | ServerState::Restarting
+        ) {
+            return;
+        }
+        self.reload.notify_one();
     }
 
     /// shutdown → exit → bounded wait → SIGTERM → SIGKILL (the process group).
@@ -289,6 +367,57 @@ impl Server {
         }
     }
 
+    /// clangd loads its compilation database, and begins its background
+    /// index, only once a first file is open: with nothing open (a fresh
+    /// start, not a restart), open one source of the root. If no index has
+    /// begun after [`INDEX_START_WAIT`], stop waiting for one.
+    async fn start_background_index(
+        self: &Arc<Self>,
+        connection: &Arc<Connection>,
+        first_source: Option<&std::path::Path>,
+    ) {
+        if self.docs().is_empty() {
+            if let Some(path) = first_source {
+                if let Ok(uri) = url::Url::from_file_path(path) {
+                    if let Some(reason) = self.sync_document(connection, uri.as_str(), path).await {
+                        tracing::debug!(server = %self.spec.config.name, path = %path.display(), reason, "first source not opened");
+                    }
+                }
+            }
+        }
+        let server = Arc::downgrade(self);
+        let connection = Arc::downgrade(connection);
+        tokio::spawn(async move {
+            tokio::time::sleep(INDEX_START_WAIT).await;
+            if let Some(server) = server.upgrade() {
+                server.index_start_timed_out(&connection);
+            }
+        });
+    }
+
+    /// [`INDEX_START_WAIT`] has passed on `connection`: without a begun
+    /// index, the server is no longer held in `indexing` for one.
+    fn index_start_timed_out(&self, connection: &std::sync::Weak<Connection>) {
+        {
+            let mut live = self.live();
+            let same = match (&live.connection, connection.upgrade()) {
+                (Some(live), Some(ours)) => Arc::ptr_eq(live, &ours),
+                _ => false,
+            };
+            if !same || !live.awaiting_index || live.index_began {
+                return;
+            }
+            live.awaiting_index = false;
+        }
+        tracing::warn!(
+            server = %self.spec.config.name,
+            root = %self.spec.root.display(),
+            waited_s = INDEX_START_WAIT.as_secs(),
+            "no background index began; answers may cover open files only"
+        );
+        self.update_readiness();
+    }
+
     /// Recomputes `indexing`/`ready` from progress and server status.
     pub(super) fn update_readiness(&self) {
         let (busy, connected) = {
@@ -297,6 +426,7 @@ impl Server {
                 self.spec.config.ready_when_quiescent && live.quiescent != Some(true);
             (
                 !live.progress.is_empty()
+                    || live.awaiting_index
                     || waiting_for_quiescence
                     || live.quiescent == Some(false),
                 live.connection.is_some(),
@@ -377,6 +507,23 @@ impl Server {
         }
         self.live().connection.clone().ok_or_else(|| self.exited())
     }
+}
+
+/// How [`Server::run_once`] ended.
+enum RunEnd {
+    /// Stopped on purpose.
+    Stopped,
+    /// Ended for a reload ([`Server::reload`]); start again at once.
+    Reload,
+    /// Ended by itself or failed to start: why.
+    Crashed(String),
+}
+
+/// What ended a running process.
+enum Ended {
+    Exited(std::io::Result<crate::lsp::transport::LinkStatus>),
+    Stop,
+    Reload,
 }
 
 fn with_stderr(message: String, tail: &str) -> String {

@@ -169,6 +169,12 @@ impl Server {
     /// (or closed when gone), and changes that match the server's file
     /// watchers are sent as one `workspace/didChangeWatchedFiles`.
     pub async fn on_file_changes(&self, changes: &[(PathBuf, FileChange)]) {
+        // clangd on a database acp-lsp generated: a source created or deleted
+        // restarts it on a new one (the restart reopens every document).
+        if self.database_outdated(changes) {
+            self.reload();
+            return;
+        }
         let Some(connection) = self.live().connection.clone() else {
             // Not running: a (re)start reads everything from disk anyway.
             return;
@@ -194,8 +200,43 @@ impl Server {
         }
     }
 
+    /// Whether `changes` create a source a generated compilation database
+    /// lacks, or delete one (or a directory holding one) it lists.
+    fn database_outdated(&self, changes: &[(PathBuf, FileChange)]) -> bool {
+        let Some(sources) = self.live().database_sources.clone() else {
+            return false;
+        };
+        let root = &self.spec.root;
+        changes.iter().any(|(path, change)| match change {
+            // The walk skips hidden directories; so does this.
+            FileChange::Created => {
+                crate::lsp::clangd::is_source(path)
+                    && !sources.contains(path)
+                    && path.strip_prefix(root).is_ok_and(|rel| {
+                        !rel.components()
+                            .any(|c| c.as_os_str().to_string_lossy().starts_with('.'))
+                    })
+            }
+            FileChange::Deleted => sources.iter().any(|s| s.starts_with(path)),
+            FileChange::Changed => false,
+        })
+    }
+
     /// Events were lost: check every open document against the disk.
     pub async fn rescan(&self) {
+        let sources = self.live().database_sources.clone();
+        if let Some(sources) = sources {
+            let root = self.spec.root.clone();
+            let fresh = tokio::task::spawn_blocking(move || {
+                crate::lsp::clangd::sources(&root, crate::lsp::clangd::MAX_COMPILE_COMMANDS)
+            })
+            .await
+            .unwrap_or_default();
+            if fresh.len() != sources.len() || fresh.iter().any(|s| !sources.contains(s)) {
+                self.reload();
+                return;
+            }
+        }
         let Some(connection) = self.live().connection.clone() else {
             return;
         };
@@ -207,9 +248,11 @@ impl Server {
 
     /// clangd starts its background index only once a first document is open,
     /// and answers meanwhile from the open files alone (a definition in another
-    /// file lands on the header's declaration). So after a connection's first
-    /// didOpen, a caller that waits for readiness gives the server
-    /// [`FIRST_OPEN_SETTLE`] to report work, then waits for it to finish.
+    /// file lands on the header's declaration). acp-lsp opens a source itself
+    /// after the handshake (`start_background_index`); for a server it could
+    /// not do that for, after a connection's first didOpen, a caller that
+    /// waits for readiness gives the server [`FIRST_OPEN_SETTLE`] to report
+    /// work, then waits for it to finish.
     async fn settle_after_first_open(&self, wait: Duration) {
         let mut rx = self.status.subscribe();
         let busy = tokio::time::timeout(
