@@ -1,14 +1,17 @@
-//! One-shot use from the command line (`acp-lsp request`, `acp-lsp rename`):
-//! one session over one root, served through the same gate as agents, so the
-//! same refusals, confinement and document sync apply. The MCP server
-//! (`crate::mcp`) uses the same helpers over an agent's session
-//! ([`OneShot::attach`]).
+//! The session facade: requests through the gate for one session, with the
+//! same refusals, confinement and document sync as an agent's. The MCP
+//! tools (`crate::mcp`) use it over an agent's session ([`OneShot::attach`]);
+//! the command line (`acp-lsp request`, `acp-lsp rename`; `oneshot::cli`)
+//! over a session of its own.
+
+mod cli;
+
+pub use self::cli::{RenameOutcome, READY_WAIT, SESSION};
 
 use crate::gate::confine::{ConfineError, Confinement};
 use crate::gate::{Gate, GateError, GateMethod, ServerEntry, ServerState};
-use crate::lsp::config::Config;
 use crate::lsp::documents::MAX_DOCUMENT_BYTES;
-use crate::lsp::registry::{Registry, RegistryOptions};
+use crate::lsp::registry::Registry;
 use crate::read::{read_confined, ReadError};
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
@@ -16,11 +19,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
-
-/// The session id the tools use.
-pub const SESSION: &str = "acp-lsp-cli";
-/// How long a tool waits for its server to be ready before asking.
-pub const READY_WAIT: Duration = Duration::from_secs(120);
 
 #[derive(Debug, thiserror::Error)]
 pub enum OneShotError {
@@ -93,29 +91,6 @@ pub struct OneShot {
 }
 
 impl OneShot {
-    /// Opens the session. Servers start on first use: only the one asked is spawned.
-    pub fn start(root: &Path, config: Config) -> OneShot {
-        let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
-        let gate_config = config.gate_config();
-        let registry = Registry::new(
-            config,
-            RegistryOptions {
-                lazy: true,
-                ..RegistryOptions::default()
-            },
-        );
-        let gate = Gate::new(Arc::clone(&registry), gate_config);
-        gate.open_session(SESSION, vec![root.clone()]);
-        OneShot {
-            roots: vec![root],
-            session: SESSION.to_string(),
-            registry,
-            gate,
-            ready_wait: READY_WAIT,
-            cancel: CancellationToken::new(),
-        }
-    }
-
     /// The helpers over an open session of `gate` (`None` when the gate does
     /// not know it). Requests wait up to `ready_wait` for their server.
     pub fn attach(
@@ -454,16 +429,6 @@ impl std::fmt::Display for FileLocation {
     }
 }
 
-/// What `rename` did.
-#[derive(Debug)]
-pub enum RenameOutcome {
-    /// The unified diff of what would change.
-    DryRun(String),
-    Applied(crate::edit::ApplyReport),
-    /// The server's edit changes no file (the symbol already has the name).
-    Unchanged,
-}
-
 #[derive(Debug, thiserror::Error)]
 pub enum RenameError {
     #[error(transparent)]
@@ -515,52 +480,6 @@ pub struct RenameEdit {
 }
 
 impl OneShot {
-    /// Renames the symbol at `at` to `new_name` with the file's language
-    /// server: `prepareRename` (when the server supports it), `rename`, then
-    /// the WorkspaceEdit is planned against the disk and applied atomically
-    /// (or shown as a diff).
-    pub async fn rename(
-        &self,
-        at: &FileLocation,
-        new_name: &str,
-        server_name: Option<&str>,
-        dry_run: bool,
-        accept_annotations: bool,
-    ) -> Result<RenameOutcome, RenameError> {
-        use crate::edit::{apply_to_disk, plan_on_disk, Decisions};
-        let RenameEdit { edit, encoding, .. } = self.rename_edit(at, new_name, server_name).await?;
-        let writable = |path: &Path| self.is_writable(path);
-        let mut plan = plan_on_disk(&edit, encoding, &writable, &Decisions::default())?;
-        if plan.changes_nothing() {
-            return Ok(RenameOutcome::Unchanged);
-        }
-        let unconfirmed: Vec<String> = plan
-            .unconfirmed()
-            .iter()
-            .map(|a| format!("{} ({})", a.label, a.id))
-            .collect();
-        if !unconfirmed.is_empty() {
-            if !accept_annotations && !dry_run {
-                return Err(RenameError::NeedsConfirmation(unconfirmed.join(", ")));
-            }
-            let ids: Vec<String> = plan
-                .needs_confirmation
-                .iter()
-                .map(|a| a.id.clone())
-                .collect();
-            plan.confirm(ids);
-        }
-        if dry_run {
-            // Paths relative to the root (every edit is confined to it), as
-            // `git apply` and `patch -p1` read them there.
-            return Ok(RenameOutcome::DryRun(crate::edit::dry_run(
-                &plan,
-                self.root(),
-            )));
-        }
-        Ok(RenameOutcome::Applied(apply_to_disk(&plan)?))
-    }
-
     /// Whether an edit may write `path`: the session's confinement (its
     /// roots, less the read-only roots).
     pub fn is_writable(&self, path: &Path) -> bool {
