@@ -7,7 +7,8 @@
 //! comments and string literals blanked; every path through `crate::`,
 //! `super::` or `self::` (in `use` trees, braces expanded, and inline in
 //! code) is resolved to the file of the module it names. Code inside a
-//! `#[cfg(test)]` module is left out: tests may reach anywhere. Module files
+//! `#[cfg(test)]` module (inline, or a file of its own such as `foo/tests.rs`)
+//! is left out: tests may reach anywhere. Module files
 //! (`mod.rs`) naming their own children (re-exports) are not edges back.
 //!
 //! The rules:
@@ -113,7 +114,43 @@ fn library_files(src: &Path) -> BTreeMap<ModPath, PathBuf> {
         }
         out.insert(parts, file);
     }
+    // A file that is a test module (`#[cfg(test)] mod tests;` in its
+    // parent) is test code: left out like an inline one.
+    let tests: Vec<ModPath> = out
+        .iter()
+        .flat_map(|(module, file)| {
+            let text = std::fs::read_to_string(file).expect("source is UTF-8");
+            test_module_files(&code_only(&text))
+                .into_iter()
+                .map(|name| {
+                    let mut child = module.clone();
+                    child.push(name);
+                    child
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    for module in tests {
+        out.remove(&module);
+    }
     out
+}
+
+/// The names of the out-of-line modules declared `#[cfg(test)] mod NAME;`.
+fn test_module_files(code: &str) -> Vec<String> {
+    let tokens = tokens(code);
+    let test_attr = ["#", "[", "cfg", "(", "test", ")", "]", "mod"];
+    tokens
+        .windows(test_attr.len() + 2)
+        .filter(|w| {
+            w[..test_attr.len()]
+                .iter()
+                .zip(test_attr)
+                .all(|(t, a)| t == a)
+        })
+        .filter(|w| w[test_attr.len() + 1] == ";")
+        .map(|w| w[test_attr.len()].clone())
+        .collect()
 }
 
 /// The source with comments and the contents of string and char literals
@@ -612,4 +649,11 @@ mod inner {
             "{module} seen in a comment, a string or a test module: {named:?}"
         );
     }
+    assert_eq!(
+        test_module_files(&code_only(
+            "#[cfg(test)]\nmod tests;\nmod real;\n#[cfg(test)]\nmod inline {}"
+        )),
+        ["tests"],
+        "an out-of-line test module is seen, and only that"
+    );
 }
