@@ -1,5 +1,6 @@
 //! Unit tests of `lsp/process.rs`.
 
+use super::stderr::LineForwarder;
 use super::*;
 
 #[test]
