@@ -28,3 +28,5 @@ pub mod oneshot;
 pub mod read;
 #[cfg(feature = "proxy")]
 pub mod record;
+#[cfg(feature = "proxy")]
+pub mod sys;

@@ -93,7 +93,7 @@ pub fn read_confined_blocking(
     }
     let file = match std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
+        .custom_flags(crate::sys::OPEN_READ_ANYTHING)
         .open(path)
     {
         Ok(file) => file,

@@ -12,7 +12,8 @@
 //! (`mod.rs`) naming their own children (re-exports) are not edges back.
 //!
 //! The rules:
-//! - `jsonrpc`, `read` and `record` use nothing of ours but themselves.
+//! - `jsonrpc` and `sys` use nothing of ours but themselves; `read` and
+//!   `record` only `sys`.
 //! - `gate` uses only `gate` and `jsonrpc` (an editor host embeds it over
 //!   its own servers; it knows no processes, relay or MCP).
 //! - `lsp` uses no `acp`, `mcp`, `conformance`, `oneshot`, `cli`, `edit`.
@@ -21,6 +22,7 @@
 //!   longer circle; a subdirectory counts as one file (`lsp/server/` is one
 //!   entry of `lsp/`), and a file may use its own directory's `mod.rs`.
 //! - No two top-level modules use each other, directly or round a circle.
+//! - Only `src/sys.rs` names `libc` (every `unsafe` system call in one place).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -42,13 +44,32 @@ const EVERY_OTHER: &[&str] = &[
     "oneshot",
     "read",
     "record",
+    "sys",
+];
+
+/// The same but `sys` (the safe wrappers over `libc`), for the leaves that
+/// make system calls.
+const EVERY_OTHER_BUT_SYS: &[&str] = &[
+    "acp",
+    "agent_process",
+    "cli",
+    "conformance",
+    "edit",
+    "gate",
+    "jsonrpc",
+    "lsp",
+    "mcp",
+    "oneshot",
+    "read",
+    "record",
 ];
 
 /// Top-level modules a module may not use, by the ARCHITECTURE's layers.
 const FORBIDDEN: &[(&str, &[&str])] = &[
     ("jsonrpc", EVERY_OTHER),
-    ("read", EVERY_OTHER),
-    ("record", EVERY_OTHER),
+    ("sys", EVERY_OTHER),
+    ("read", EVERY_OTHER_BUT_SYS),
+    ("record", EVERY_OTHER_BUT_SYS),
     (
         "gate",
         &[
@@ -62,6 +83,7 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
             "oneshot",
             "read",
             "record",
+            "sys",
         ],
     ),
     (
@@ -594,6 +616,42 @@ fn no_circles_between_top_level_modules() {
     assert!(
         found.is_empty(),
         "top-level modules that use each other ({BREAK_IT}):\n  {}",
+        found.join("\n  ")
+    );
+}
+
+/// Every `libc` call is in `src/sys.rs`, behind a safe wrapper with its
+/// `// SAFETY:` reasoning; the rest of the library names no `libc`.
+#[test]
+fn libc_only_in_sys() {
+    // Every file of the library and the `acp-lsp` binary, test modules
+    // included (`src/bin/` holds the fake server, a crate of its own).
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+            let path = entry.expect("directory entry").path();
+            if path.is_dir() && !path.ends_with("bin") {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+    let src = src_dir();
+    let mut files = Vec::new();
+    walk(&src, &mut files);
+    assert!(files.len() > 20, "the walk finds the sources: {files:?}");
+    let found: Vec<String> = files
+        .into_iter()
+        .filter(|file| *file != src.join("sys.rs"))
+        .filter(|file| {
+            let text = std::fs::read_to_string(file).expect("source is UTF-8");
+            code_only(&text).contains("libc::")
+        })
+        .map(|file| file.display().to_string())
+        .collect();
+    assert!(
+        found.is_empty(),
+        "libc named outside src/sys.rs (add a safe wrapper there):\n  {}",
         found.join("\n  ")
     );
 }

@@ -670,10 +670,8 @@ impl Live {
                             .as_i64()
                     })
                     .ok_or_else(|| format!("no lsp/servers answer gave the pid of {server}"))?;
-                // SAFETY: kill(2) of a language server process the proxy started.
-                unsafe {
-                    libc::kill(pid as libc::pid_t, libc::SIGKILL);
-                }
+                // A language server process the proxy started.
+                let _ = crate::sys::kill(pid as crate::sys::Pid, crate::sys::Signal::Kill);
                 // Go on once the proxy has reaped it (it knows the server
                 // is gone), so the recording does not race the restart.
                 let proc_dir = PathBuf::from(format!("/proc/{pid}"));

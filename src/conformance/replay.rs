@@ -571,10 +571,8 @@ impl Replay<'_> {
 /// SIGKILL, as the recording's editor did to the real server.
 fn kill_bridge(stand: &mut Stand) {
     if let Some(pid) = stand.pid.take() {
-        // SAFETY: plain kill(2) of the bridge process this replay accepted.
-        unsafe {
-            libc::kill(pid as libc::pid_t, libc::SIGKILL);
-        }
+        // The bridge process this replay accepted.
+        let _ = crate::sys::kill(pid as crate::sys::Pid, crate::sys::Signal::Kill);
     }
 }
 

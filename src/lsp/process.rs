@@ -54,6 +54,7 @@ pub use self::stderr::{
     StderrRing, DEFAULT_STDERR_CAPACITY, MAX_STDERR_LINE, MAX_STDERR_LINES_PER_SEC, STDERR_TARGET,
 };
 
+use crate::sys::{Pid, Signal};
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
 use std::io;
@@ -152,7 +153,7 @@ pub struct ServerProcess {
     name: Arc<str>,
     child: Child,
     /// Process group id, equal to the leader's pid.
-    pgid: libc::pid_t,
+    pgid: Pid,
     /// Set once the leader has been reaped; from then on its pid may be reused,
     /// so the group is no longer signalled except by the one sweep in `on_reaped`.
     status: Option<ExitStatus>,
@@ -200,8 +201,7 @@ impl ServerProcess {
             .stderr(Stdio::piped())
             .kill_on_drop(true)
             .process_group(0);
-        #[cfg(target_os = "linux")]
-        set_parent_death_signal(&mut cmd);
+        crate::sys::set_parent_death_signal(&mut cmd, Signal::Kill);
 
         let mut child = cmd.spawn().map_err(|source| {
             if source.kind() == io::ErrorKind::NotFound {
@@ -215,7 +215,7 @@ impl ServerProcess {
         let pid = child
             .id()
             .expect("BUG: a child that was just spawned has a pid");
-        let pgid = libc::pid_t::try_from(pid).expect("BUG: a pid fits in pid_t");
+        let pgid = crate::sys::pid(pid).expect("BUG: a pid fits in pid_t");
         let stdin = child
             .stdin
             .take()
@@ -322,11 +322,11 @@ impl ServerProcess {
         if let Ok(Ok(status)) = tokio::time::timeout(grace, self.wait_reaped()).await {
             return Termination::Exited(status);
         }
-        self.signal_group(libc::SIGTERM);
+        self.signal_group(Signal::Term);
         if let Ok(Ok(status)) = tokio::time::timeout(term_grace, self.wait_reaped()).await {
             return Termination::Terminated(status);
         }
-        self.signal_group(libc::SIGKILL);
+        self.signal_group(Signal::Kill);
         match tokio::time::timeout(KILL_REAP_TIMEOUT, self.wait_reaped()).await {
             Ok(Ok(status)) => Termination::Killed(Some(status)),
             Ok(Err(error)) => {
@@ -343,7 +343,7 @@ impl ServerProcess {
     /// `SIGKILL`s the whole process group now (no-op once the leader was reaped;
     /// its group was swept then).
     pub fn kill_group_now(&mut self) {
-        self.signal_group(libc::SIGKILL);
+        self.signal_group(Signal::Kill);
     }
 
     /// The leader's resident memory in bytes, from `/proc/<pid>/statm` (Linux only).
@@ -370,12 +370,12 @@ impl ServerProcess {
     fn on_reaped(&mut self, status: ExitStatus) {
         self.status = Some(status);
         tracing::debug!(server = %self.name, %status, "language server exited");
-        send_group_signal(self.pgid, libc::SIGKILL);
+        send_group_signal(self.pgid, Signal::Kill);
         guardian::unwatch(self.pgid);
     }
 
     /// Signals the group while its leader is unreaped (so the id is still ours).
-    fn signal_group(&mut self, signal: libc::c_int) {
+    fn signal_group(&mut self, signal: Signal) {
         if self.status.is_none() {
             send_group_signal(self.pgid, signal);
         }
@@ -393,7 +393,7 @@ impl ServerProcess {
 impl Drop for ServerProcess {
     fn drop(&mut self) {
         // Kills grandchildren too; tokio's kill_on_drop then reaps the leader.
-        self.signal_group(libc::SIGKILL);
+        self.signal_group(Signal::Kill);
         if self.status.is_none() {
             guardian::unwatch(self.pgid);
         }
@@ -416,6 +416,7 @@ impl Drop for ServerProcess {
 /// its `ServerProcess` is dropped, so a group id is only ever signalled while it
 /// is still ours. Without `/bin/sh` the guardian is skipped (logged).
 pub(crate) mod guardian {
+    use crate::sys::Pid;
     use std::io::Write;
     use std::os::fd::AsRawFd;
     use std::os::unix::process::CommandExt;
@@ -437,11 +438,11 @@ for g in $groups; do kill -s KILL -- "-$g" 2>/dev/null; done
 
     static GUARDIAN: OnceLock<Mutex<Option<ChildStdin>>> = OnceLock::new();
 
-    pub(crate) fn watch(pgid: libc::pid_t) {
+    pub(crate) fn watch(pgid: Pid) {
         send(&format!("+{pgid}\n"));
     }
 
-    pub(crate) fn unwatch(pgid: libc::pid_t) {
+    pub(crate) fn unwatch(pgid: Pid) {
         send(&format!("-{pgid}\n"));
     }
 
@@ -478,13 +479,7 @@ for g in $groups; do kill -s KILL -- "-$g" 2>/dev/null; done
                 None
             }
         }?;
-        // SAFETY: fcntl on a pipe descriptor we own changes only its flags.
-        let nonblocking = unsafe {
-            let fd = stdin.as_raw_fd();
-            let flags = libc::fcntl(fd, libc::F_GETFL);
-            flags != -1 && libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) != -1
-        };
-        if !nonblocking {
+        if !crate::sys::set_nonblocking(stdin.as_raw_fd()) {
             tracing::warn!("cannot make the orphan guardian's pipe non-blocking; not using it");
             return None;
         }
@@ -498,9 +493,7 @@ pub fn resident_memory_of(pid: u32) -> Option<u64> {
     {
         let statm = std::fs::read_to_string(format!("/proc/{pid}/statm")).ok()?;
         let pages: u64 = statm.split_ascii_whitespace().nth(1)?.parse().ok()?;
-        // SAFETY: sysconf has no preconditions and touches no memory of ours.
-        let page_size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-        let page_size = u64::try_from(page_size).ok().filter(|size| *size > 0)?;
+        let page_size = crate::sys::page_size()?;
         Some(pages.saturating_mul(page_size))
     }
     #[cfg(not(target_os = "linux"))]
@@ -511,44 +504,11 @@ pub fn resident_memory_of(pid: u32) -> Option<u64> {
 }
 
 /// Signals a process group; a group already gone is not an error.
-pub(crate) fn send_group_signal(pgid: libc::pid_t, signal: libc::c_int) {
-    // SAFETY: killpg only sends a signal; it has no memory-safety preconditions.
-    let rc = unsafe { libc::killpg(pgid, signal) };
-    if rc != 0 {
-        let error = io::Error::last_os_error();
-        if error.raw_os_error() != Some(libc::ESRCH) {
-            tracing::debug!(pgid, signal, %error, "killpg failed");
+pub(crate) fn send_group_signal(pgid: Pid, signal: Signal) {
+    if let Err(error) = crate::sys::kill_group(pgid, signal) {
+        if !crate::sys::is_no_such_process(&error) {
+            tracing::debug!(pgid, ?signal, %error, "killpg failed");
         }
-    }
-}
-
-/// Arranges for the child to get `SIGKILL` when the spawning thread dies.
-#[cfg(target_os = "linux")]
-fn set_parent_death_signal(cmd: &mut Command) {
-    let parent = std::process::id();
-    // SAFETY: the closure runs in the forked child before exec, where only
-    // async-signal-safe functions may be called. It calls prctl and getppid
-    // (both async-signal-safe system calls), reads errno, and builds io::Errors
-    // from raw OS codes, which does not allocate. It captures only a u32.
-    unsafe {
-        cmd.pre_exec(move || {
-            if libc::prctl(
-                libc::PR_SET_PDEATHSIG,
-                libc::SIGKILL as libc::c_ulong,
-                0,
-                0,
-                0,
-            ) == -1
-            {
-                return Err(io::Error::last_os_error());
-            }
-            // The parent may have died between fork and prctl, in which case the
-            // death signal will never come: give up instead of running orphaned.
-            if u32::try_from(libc::getppid()).ok() != Some(parent) {
-                return Err(io::Error::from_raw_os_error(libc::ESRCH));
-            }
-            Ok(())
-        });
     }
 }
 
