@@ -38,13 +38,13 @@ use crate::lsp::process::guardian;
 /// How long the agent may take to exit after its input is closed.
 pub const AGENT_EXIT_GRACE: Duration = Duration::from_secs(5);
 /// How long the agent's group gets between `SIGTERM` and `SIGKILL`.
-pub const AGENT_TERM_GRACE: Duration = Duration::from_secs(3);
+pub(crate) const AGENT_TERM_GRACE: Duration = Duration::from_secs(3);
 /// How long to wait for the kernel to report the leader dead after `SIGKILL`.
-pub const AGENT_KILL_REAP_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const AGENT_KILL_REAP_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long the relay may take, once the agent is gone, to forward what the
 /// agent wrote last; after that the proxy stops waiting for end-of-file on
 /// the agent's stdout.
-pub const AGENT_OUTPUT_DRAIN: Duration = Duration::from_secs(2);
+pub(crate) const AGENT_OUTPUT_DRAIN: Duration = Duration::from_secs(2);
 
 /// The termination signals the proxy answers: `SIGTERM`, `SIGINT`, `SIGHUP`.
 ///
@@ -181,7 +181,7 @@ impl AgentProcess {
     }
 
     /// Closes the agent's stdin (the relay's writes then fail).
-    pub fn close_stdin(&self) {
+    pub(crate) fn close_stdin(&self) {
         drop(
             self.stdin
                 .lock()

@@ -25,8 +25,8 @@ pub mod mcp;
 #[cfg(feature = "proxy")]
 pub mod oneshot;
 #[cfg(feature = "proxy")]
-pub mod read;
+pub(crate) mod read;
 #[cfg(feature = "proxy")]
 pub mod record;
 #[cfg(feature = "proxy")]
-pub mod sys;
+pub(crate) mod sys;

@@ -13,7 +13,7 @@ pub type Pid = libc::pid_t;
 
 /// The signals acp-lsp sends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Signal {
+pub(crate) enum Signal {
     Term,
     Kill,
 }
@@ -29,7 +29,7 @@ impl Signal {
 
 /// Flags for opening a file to read whatever it is: no blocking on a FIFO
 /// or device, no controlling terminal, closed on exec.
-pub const OPEN_READ_ANYTHING: i32 = libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC;
+pub(crate) const OPEN_READ_ANYTHING: i32 = libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC;
 
 /// A pid as a [`Pid`], if it fits.
 pub fn pid(pid: u32) -> Option<Pid> {
@@ -37,12 +37,12 @@ pub fn pid(pid: u32) -> Option<Pid> {
 }
 
 /// Whether an error says the process (or group) does not exist.
-pub fn is_no_such_process(error: &io::Error) -> bool {
+pub(crate) fn is_no_such_process(error: &io::Error) -> bool {
     error.raw_os_error() == Some(libc::ESRCH)
 }
 
 /// Sends `signal` to every process of group `pgid`.
-pub fn kill_group(pgid: Pid, signal: Signal) -> io::Result<()> {
+pub(crate) fn kill_group(pgid: Pid, signal: Signal) -> io::Result<()> {
     // SAFETY: killpg only sends a signal; it has no memory-safety preconditions.
     let rc = unsafe { libc::killpg(pgid, signal.raw()) };
     if rc == 0 {
@@ -64,14 +64,14 @@ pub fn kill(pid: Pid, signal: Signal) -> io::Result<()> {
 }
 
 /// Whether a process with this pid exists (of any user: `EPERM` means it does).
-pub fn process_exists(pid: Pid) -> bool {
+pub(crate) fn process_exists(pid: Pid) -> bool {
     // SAFETY: signal 0 only checks that the process exists.
     let rc = unsafe { libc::kill(pid, 0) };
     rc == 0 || !is_no_such_process(&io::Error::last_os_error())
 }
 
 /// Makes a descriptor non-blocking; `false` if it could not be.
-pub fn set_nonblocking(fd: RawFd) -> bool {
+pub(crate) fn set_nonblocking(fd: RawFd) -> bool {
     // SAFETY: fcntl with F_GETFL/F_SETFL changes only the descriptor's flags;
     // a descriptor that is not open gives -1 (EBADF), not undefined behaviour.
     unsafe {
@@ -81,20 +81,20 @@ pub fn set_nonblocking(fd: RawFd) -> bool {
 }
 
 /// The size of a memory page in bytes.
-pub fn page_size() -> Option<u64> {
+pub(crate) fn page_size() -> Option<u64> {
     // SAFETY: sysconf has no preconditions and touches no memory of ours.
     let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
     u64::try_from(size).ok().filter(|size| *size > 0)
 }
 
 /// This process's effective user id.
-pub fn effective_uid() -> u32 {
+pub(crate) fn effective_uid() -> u32 {
     // SAFETY: geteuid has no preconditions and cannot fail.
     unsafe { libc::geteuid() }
 }
 
 /// Fills `bytes` from the kernel's random source (`getrandom(2)`).
-pub fn fill_random(bytes: &mut [u8]) -> io::Result<()> {
+pub(crate) fn fill_random(bytes: &mut [u8]) -> io::Result<()> {
     let mut filled = 0;
     while filled < bytes.len() {
         // SAFETY: the pointer and length describe the unfilled tail of `bytes`.
@@ -117,7 +117,7 @@ pub fn fill_random(bytes: &mut [u8]) -> io::Result<()> {
 /// that spawned it exits (Linux's `PR_SET_PDEATHSIG`; nothing elsewhere).
 /// If this process is already gone by the time the child has set it, the
 /// child does not run: the spawn fails with `ESRCH`.
-pub fn set_parent_death_signal(command: &mut Command, signal: Signal) {
+pub(crate) fn set_parent_death_signal(command: &mut Command, signal: Signal) {
     #[cfg(target_os = "linux")]
     {
         let parent = std::process::id();

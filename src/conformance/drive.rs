@@ -9,7 +9,7 @@
 
 mod host;
 
-pub use self::host::{host_obstacle, serve_host, HOST_SESSION_WAIT};
+pub use self::host::serve_host;
 
 use super::fixture::{copy_workspace, Body, Dir, Scenario, WorkspaceStep};
 use super::normalize::Bindings;
@@ -35,7 +35,7 @@ const RUNNING_POLL_INTERVAL: std::time::Duration = std::time::Duration::from_mil
 
 /// The notification the editor sends through the proxy to mark where a
 /// workspace step happened in the recording (removed from the fixture).
-pub const MARK_METHOD: &str = "_acp-lsp/conformance-mark";
+pub(crate) const MARK_METHOD: &str = "_acp-lsp/conformance-mark";
 
 /// What to run the scenario against.
 #[derive(Debug, Clone)]

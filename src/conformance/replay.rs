@@ -226,7 +226,7 @@ pub async fn replay(
 
 /// The acp-lsp configuration of a replay: the scenario's own, every server of
 /// the recording replaced by a bridge to its stand-in, every other disabled.
-pub fn replay_config(
+pub(crate) fn replay_config(
     scenario_config: &str,
     names: &[String],
     acp_lsp: &Path,

@@ -158,7 +158,7 @@ impl FileOperation {
     }
 
     /// The change annotation ids this operation carries.
-    pub fn annotations(&self) -> &[String] {
+    pub(crate) fn annotations(&self) -> &[String] {
         match self {
             FileOperation::Write { annotations, .. }
             | FileOperation::Create { annotations, .. }
@@ -186,7 +186,7 @@ pub struct Plan {
 
 impl Plan {
     /// Records the user's confirmation of these annotation ids.
-    pub fn confirm<I, S>(&mut self, ids: I)
+    pub(crate) fn confirm<I, S>(&mut self, ids: I)
     where
         I: IntoIterator<Item = S>,
         S: Into<String>,
@@ -196,23 +196,18 @@ impl Plan {
 
     /// Whether applying the plan would change no file: every operation
     /// writes a file's own text back (a rename to the name it already has).
-    pub fn changes_nothing(&self) -> bool {
+    pub(crate) fn changes_nothing(&self) -> bool {
         self.operations
             .iter()
             .all(|op| matches!(op, FileOperation::Write { old, new, .. } if old == new))
     }
 
     /// The annotations in `needs_confirmation` not confirmed yet.
-    pub fn unconfirmed(&self) -> Vec<&Annotation> {
+    pub(crate) fn unconfirmed(&self) -> Vec<&Annotation> {
         self.needs_confirmation
             .iter()
             .filter(|a| !self.confirmed.contains(&a.id))
             .collect()
-    }
-
-    /// Whether the plan may be applied: nothing left to confirm.
-    pub fn is_confirmed(&self) -> bool {
-        self.unconfirmed().is_empty()
     }
 }
 

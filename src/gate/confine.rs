@@ -127,7 +127,7 @@ impl Confinement {
     /// under `changes` (a `WorkspaceEdit` map keyed by URI). Other strings are
     /// left alone. The walk uses an explicit stack, so depth costs heap, not
     /// call stack.
-    pub fn check_params(&self, params: &Value) -> Result<(), ConfineError> {
+    pub(crate) fn check_params(&self, params: &Value) -> Result<(), ConfineError> {
         let mut stack: Vec<(&Value, Slot)> = vec![(params, Slot::Plain)];
         while let Some((value, slot)) = stack.pop() {
             match value {

@@ -40,7 +40,7 @@ pub use session::{Session, SessionTable};
 use self::params::*;
 
 /// Longest `waitUntilReady` honoured.
-pub const MAX_WAIT_UNTIL_READY: Duration = Duration::from_secs(300);
+pub(crate) const MAX_WAIT_UNTIL_READY: Duration = Duration::from_secs(300);
 /// Default most `lsp/request`s (and MCP tool requests) in flight per session;
 /// one more is refused at once with `overloaded` (retryable), never queued.
 pub const DEFAULT_MAX_REQUESTS_PER_SESSION: usize = 32;
@@ -617,7 +617,7 @@ pub fn available_methods(servers: &[ServerEntry]) -> Vec<String> {
 /// The document URIs a request's params name (rfd section 5): `textDocument.uri`, and the
 /// `uri` of hierarchy items (`item.uri`). Other URIs (locations in results,
 /// workspace edits) are not documents the request reads.
-pub fn named_documents(params: &serde_json::Value) -> Vec<String> {
+pub(crate) fn named_documents(params: &serde_json::Value) -> Vec<String> {
     let mut out = Vec::new();
     for key in ["textDocument", "item"] {
         if let Some(uri) = params

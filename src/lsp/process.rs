@@ -7,10 +7,10 @@
 //!
 //! * **Environment.** The child gets only the variables of the proxy's
 //!   environment that language servers and the tools they run need: the
-//!   allowlist [`ENV_ALLOWED`] (exact names) and [`ENV_ALLOWED_PREFIXES`] /
-//!   [`ENV_ALLOWED_SUFFIXES`] (toolchain families, proxies), where a
+//!   allowlist `env::ENV_ALLOWED` (exact names) and `env::ENV_ALLOWED_PREFIXES` /
+//!   `env::ENV_ALLOWED_SUFFIXES` (toolchain families, proxies), where a
 //!   prefix/suffix match is still refused when the name looks like a
-//!   credential ([`looks_like_credential`]: `npm_config__auth`,
+//!   credential (`env::looks_like_credential`: `npm_config__auth`,
 //!   `CARGO_REGISTRY_TOKEN`). Variables named in
 //!   [`SpawnSpec::env_passthrough`] (exact names, or `PREFIX*`) are let
 //!   through as well; then [`SpawnSpec::env_extra`] is applied on top.
@@ -45,10 +45,7 @@
 mod env;
 mod stderr;
 
-pub use self::env::{
-    is_allowed_env, looks_like_credential, sanitized_env, ENV_ALLOWED, ENV_ALLOWED_PREFIXES,
-    ENV_ALLOWED_SUFFIXES,
-};
+pub(crate) use self::env::{is_allowed_env, sanitized_env};
 use self::stderr::drain_stderr;
 pub use self::stderr::{
     StderrRing, DEFAULT_STDERR_CAPACITY, MAX_STDERR_LINE, MAX_STDERR_LINES_PER_SEC, STDERR_TARGET,
@@ -71,14 +68,14 @@ use tokio::task::JoinHandle;
 /// own after `exit` and closing stdin.
 pub const EXIT_GRACE: Duration = Duration::from_secs(2);
 /// How long the group gets between `SIGTERM` and `SIGKILL`.
-pub const TERM_GRACE: Duration = Duration::from_secs(2);
+pub(crate) const TERM_GRACE: Duration = Duration::from_secs(2);
 /// How long to wait for the kernel to report the leader dead after `SIGKILL`
 /// (a process stuck in uninterruptible sleep cannot be reaped sooner).
-pub const KILL_REAP_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const KILL_REAP_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long [`ServerProcess::wait`] lets the stderr drain reach end-of-file
 /// after the leader exited, so that [`ServerProcess::stderr_tail`] holds the
 /// server's last words.
-pub const STDERR_SETTLE: Duration = Duration::from_millis(250);
+pub(crate) const STDERR_SETTLE: Duration = Duration::from_millis(250);
 /// What to run, where, and with which environment.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SpawnSpec {
@@ -139,7 +136,7 @@ pub enum Termination {
 
 impl Termination {
     /// The leader's exit status, if it was reaped.
-    pub fn exit_status(&self) -> Option<ExitStatus> {
+    pub(crate) fn exit_status(&self) -> Option<ExitStatus> {
         match self {
             Termination::Exited(status) | Termination::Terminated(status) => Some(*status),
             Termination::Killed(status) => *status,
@@ -169,7 +166,7 @@ impl ServerProcess {
     }
 
     /// [`ServerProcess::spawn`] with a chosen stderr ring size.
-    pub fn spawn_with_stderr_capacity(
+    pub(crate) fn spawn_with_stderr_capacity(
         name: &str,
         spec: &SpawnSpec,
         stderr_capacity: usize,
@@ -311,7 +308,11 @@ impl ServerProcess {
     }
 
     /// [`ServerProcess::terminate`] with a chosen `SIGTERM` grace.
-    pub async fn terminate_with(&mut self, grace: Duration, term_grace: Duration) -> Termination {
+    pub(crate) async fn terminate_with(
+        &mut self,
+        grace: Duration,
+        term_grace: Duration,
+    ) -> Termination {
         let outcome = self.escalate(grace, term_grace).await;
         self.settle_stderr().await;
         tracing::debug!(server = %self.name, ?outcome, "language server ended");
@@ -488,7 +489,7 @@ for g in $groups; do kill -s KILL -- "-$g" 2>/dev/null; done
 }
 
 /// Resident memory of process `pid`, from `/proc/<pid>/statm` (Linux only).
-pub fn resident_memory_of(pid: u32) -> Option<u64> {
+pub(crate) fn resident_memory_of(pid: u32) -> Option<u64> {
     #[cfg(target_os = "linux")]
     {
         let statm = std::fs::read_to_string(format!("/proc/{pid}/statm")).ok()?;

@@ -47,16 +47,16 @@ use tokio_util::sync::CancellationToken;
 /// it answers that the server is still indexing.
 pub const READY_WAIT: Duration = Duration::from_secs(60);
 /// How long `diagnostics` waits for diagnostics that reflect the files' text.
-pub const DIAGNOSTICS_WAIT: Duration = Duration::from_secs(20);
+pub(crate) const DIAGNOSTICS_WAIT: Duration = Duration::from_secs(20);
 /// Most items listed in a tool's text (the structured content has them all).
-pub const MAX_LISTED: usize = 200;
+pub(crate) const MAX_LISTED: usize = 200;
 /// Most bytes of files one tool call reads to show the lines its results
 /// point at; past it, results are shown without their line's text.
-pub const MAX_LOADED_BYTES: u64 = 64 * 1024 * 1024;
+pub(crate) const MAX_LOADED_BYTES: u64 = 64 * 1024 * 1024;
 
 /// The tools of one MCP connection.
 #[derive(Clone)]
-pub struct LspTools {
+pub(crate) struct LspTools {
     gate: Arc<Gate<Registry>>,
     lease: Arc<Lease>,
     editor: Option<Arc<EditorFs>>,

@@ -93,7 +93,7 @@ pub struct OneShot {
 impl OneShot {
     /// The helpers over an open session of `gate` (`None` when the gate does
     /// not know it). Requests wait up to `ready_wait` for their server.
-    pub fn attach(
+    pub(crate) fn attach(
         gate: &Arc<Gate<Registry>>,
         session_id: &str,
         ready_wait: Duration,
@@ -161,7 +161,7 @@ impl OneShot {
     /// Reads a confined file ([`OneShot::confine`]'s answer) off the runtime
     /// threads: a regular file of at most [`MAX_DOCUMENT_BYTES`], whose real
     /// path at the moment of the read is still inside the session.
-    pub async fn read_text(&self, path: &Path) -> Result<String, ReadError> {
+    pub(crate) async fn read_text(&self, path: &Path) -> Result<String, ReadError> {
         let confinement = self.confinement().ok_or(ReadError::OutsideRoots)?;
         read_confined(
             path.to_path_buf(),
@@ -379,7 +379,7 @@ impl OneShot {
 
 /// A server entry's verbatim `capabilities`, parsed (`null` if unreadable):
 /// what a tool reads to decide what to ask.
-pub fn capabilities_of(entry: &ServerEntry) -> Value {
+pub(crate) fn capabilities_of(entry: &ServerEntry) -> Value {
     serde_json::from_str(entry.capabilities.get()).unwrap_or(Value::Null)
 }
 
@@ -471,7 +471,7 @@ impl RenameError {
 
 /// A rename's `WorkspaceEdit`, with what is needed to apply it.
 #[derive(Debug)]
-pub struct RenameEdit {
+pub(crate) struct RenameEdit {
     /// The server's edit, with the `workspace/willRenameFiles` edits ahead of it.
     pub edit: Value,
     pub encoding: crate::edit::PositionEncoding,
@@ -492,7 +492,7 @@ impl OneShot {
     /// Asks the file's server for the edit renaming the symbol at `at` to
     /// `new_name` (`prepareRename` first when the server supports it, and
     /// `workspace/willRenameFiles` for the files the edit renames). Writes nothing.
-    pub async fn rename_edit(
+    pub(crate) async fn rename_edit(
         &self,
         at: &FileLocation,
         new_name: &str,

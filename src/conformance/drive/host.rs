@@ -5,7 +5,7 @@
 use super::*;
 
 /// How long `acp-lsp conformance agent` waits for the host to open a session.
-pub const HOST_SESSION_WAIT: std::time::Duration = std::time::Duration::from_secs(600);
+pub(crate) const HOST_SESSION_WAIT: std::time::Duration = std::time::Duration::from_secs(600);
 /// The session id this agent gives the host.
 pub(super) const HOST_SESSION_ID: &str = "acp-lsp-conformance";
 
@@ -125,7 +125,7 @@ pub(super) fn script_session_ids(scenario: &Scenario) -> Vec<String> {
 /// Why a scenario cannot run inside an editor host's session, if it cannot:
 /// the host is the editor (no workspace steps, no second session) and its
 /// folder must hold the scenario's workspace.
-pub fn host_obstacle(scenario: &Scenario, cwd: &Path) -> Option<String> {
+pub(crate) fn host_obstacle(scenario: &Scenario, cwd: &Path) -> Option<String> {
     if !scenario.meta.normative {
         return Some("not normative".into());
     }

@@ -489,9 +489,9 @@ fn needs_confirmation_is_surfaced_not_applied_silently() {
     assert_eq!(plan.operations.len(), 2);
     assert_eq!(plan.operations[0].annotations(), ["risky".to_string()]);
     assert_eq!(plan.operations[1].annotations(), ["plain".to_string()]);
-    assert!(!plan.is_confirmed());
+    assert!(!plan.unconfirmed().is_empty());
     plan.confirm(["risky"]);
-    assert!(plan.is_confirmed());
+    assert!(plan.unconfirmed().is_empty());
 
     // Confirmed up front.
     let decisions = Decisions {
@@ -499,7 +499,7 @@ fn needs_confirmation_is_surfaced_not_applied_silently() {
         declined: BTreeSet::new(),
     };
     let plan = run_with(edit.clone(), &files, PositionEncoding::Utf16, &decisions).expect("plan");
-    assert!(plan.is_confirmed());
+    assert!(plan.unconfirmed().is_empty());
 
     // Declined: the rename is left out, the rest planned without it.
     let decisions = Decisions {

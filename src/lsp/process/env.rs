@@ -6,7 +6,7 @@ use super::*;
 
 /// Variables a server inherits by exact name, each with the reason it is
 /// needed. README.md ("Server environment") lists the same table.
-pub const ENV_ALLOWED: &[(&str, &str)] = &[
+pub(crate) const ENV_ALLOWED: &[(&str, &str)] = &[
     (
         "PATH",
         "finding the server's own helpers, toolchains and interpreters",
@@ -97,7 +97,7 @@ pub const ENV_ALLOWED: &[(&str, &str)] = &[
 
 /// Families of variables a server inherits by name prefix, with the reason;
 /// a name that [`looks_like_credential`] is refused even so.
-pub const ENV_ALLOWED_PREFIXES: &[(&str, &str)] = &[
+pub(crate) const ENV_ALLOWED_PREFIXES: &[(&str, &str)] = &[
     ("LC_", "locale categories"),
     (
         "XDG_",
@@ -132,7 +132,7 @@ pub const ENV_ALLOWED_PREFIXES: &[(&str, &str)] = &[
 /// Families of variables a server inherits by name suffix (any case), with
 /// the reason. A proxy URL may carry a user and password: it is passed all
 /// the same, since fetching dependencies through the proxy needs it.
-pub const ENV_ALLOWED_SUFFIXES: &[(&str, &str)] = &[(
+pub(crate) const ENV_ALLOWED_SUFFIXES: &[(&str, &str)] = &[(
     "_PROXY",
     "HTTP_PROXY, HTTPS_PROXY, NO_PROXY, ALL_PROXY: how cargo, npm and go reach the network",
 )];
@@ -156,7 +156,7 @@ const CREDENTIAL_SUBSTRINGS: &[&str] = &[
 const CREDENTIAL_WORDS: &[&str] = &["PAT", "PWD", "PASS", "DSN", "PIN"];
 
 /// Whether a variable name looks like it holds a credential.
-pub fn looks_like_credential(name: &str) -> bool {
+pub(crate) fn looks_like_credential(name: &str) -> bool {
     let upper = name.to_ascii_uppercase();
     CREDENTIAL_SUBSTRINGS
         .iter()
@@ -168,7 +168,7 @@ pub fn looks_like_credential(name: &str) -> bool {
 
 /// Whether a variable of the proxy's environment is passed to servers by
 /// the allowlist (without `env_passthrough`).
-pub fn is_allowed_env(name: &OsStr) -> bool {
+pub(crate) fn is_allowed_env(name: &OsStr) -> bool {
     let Some(name) = name.to_str() else {
         return false;
     };
@@ -198,7 +198,7 @@ fn is_passed_through(name: &OsStr, passthrough: &[String]) -> bool {
 
 /// The environment a server gets: the allowed variables of `base` and those
 /// named in `env_passthrough`, then `env_extra` applied.
-pub fn sanitized_env<I>(base: I, spec: &SpawnSpec) -> Vec<(OsString, OsString)>
+pub(crate) fn sanitized_env<I>(base: I, spec: &SpawnSpec) -> Vec<(OsString, OsString)>
 where
     I: IntoIterator<Item = (OsString, OsString)>,
 {

@@ -101,12 +101,12 @@ impl StderrRing {
     }
 
     /// Bytes ever pushed.
-    pub fn total_bytes(&self) -> u64 {
+    pub(crate) fn total_bytes(&self) -> u64 {
         self.total
     }
 
     /// Bytes pushed but no longer kept.
-    pub fn dropped_bytes(&self) -> u64 {
+    pub(crate) fn dropped_bytes(&self) -> u64 {
         self.total - self.len as u64
     }
 }
