@@ -17,6 +17,8 @@ pub mod cli;
 #[cfg(feature = "proxy")]
 pub mod conformance;
 #[cfg(feature = "proxy")]
+pub mod daemon;
+#[cfg(feature = "proxy")]
 pub mod edit;
 #[cfg(feature = "proxy")]
 pub mod lsp;

@@ -62,7 +62,34 @@ enum LogFormat {
 }
 
 #[derive(Subcommand)]
+enum DaemonAction {
+    /// Run the daemon (`proxy --shared` starts it; it exits when it has
+    /// neither clients nor servers).
+    Run {
+        /// Config file (default: $XDG_CONFIG_HOME/acp-lsp/config.toml).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        #[command(flatten)]
+        log: LogArgs,
+    },
+    /// List the running daemon's clients, servers, memory and uptime.
+    Status {
+        /// The config file the proxies were given (one daemon per config).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// One JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand)]
 enum Command {
+    /// The shared per-user daemon behind `proxy --shared`.
+    Daemon {
+        #[command(subcommand)]
+        action: DaemonAction,
+    },
     /// Run in front of an ACP agent: `acp-lsp proxy -- AGENT [ARGS…]`.
     Proxy {
         /// Config file (default: $XDG_CONFIG_HOME/acp-lsp/config.toml).
@@ -80,6 +107,10 @@ enum Command {
         /// Add acp-lsp's MCP server (language-server tools) to every session's mcpServers.
         #[arg(long, value_enum, default_value_t = McpMode::Auto)]
         mcp: McpMode,
+        /// Share language servers with other proxies of this user through
+        /// one daemon, started on first use (also the config key `shared`).
+        #[arg(long)]
+        shared: bool,
         #[command(flatten)]
         log: LogArgs,
         /// The agent command and its arguments.
@@ -318,9 +349,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             lsp,
             lazy,
             mcp,
+            shared,
             log,
             agent,
-        } => run_proxy(config, record, lsp, lazy, mcp, &log, agent),
+        } => run_proxy(config, record, lsp, lazy, mcp, shared, &log, agent),
+        Command::Daemon { action } => run_daemon(action),
         Command::Request {
             method,
             params_json,
@@ -373,17 +406,20 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 }
 
 /// `acp-lsp proxy`.
+#[allow(clippy::too_many_arguments)] // one per flag of the subcommand
 fn run_proxy(
     config: Option<PathBuf>,
     record: Option<PathBuf>,
     lsp: LspMode,
     lazy: bool,
     mcp: McpMode,
+    shared: bool,
     log: &LogArgs,
     agent: Vec<String>,
 ) -> anyhow::Result<ExitCode> {
     init_logging(log)?;
-    let config = load_config(config.as_deref())?;
+    let config_file = config;
+    let config = load_config(config_file.as_deref())?;
     let recorder = record
         .map(|path| {
             Recorder::create(&path)
@@ -391,8 +427,54 @@ fn run_proxy(
         })
         .transpose()?;
     let runtime = tokio::runtime::Runtime::new()?;
+    if shared || config.shared {
+        if mcp != McpMode::Off || lazy {
+            tracing::info!(
+                "--shared: the MCP tools are not offered, and --lazy is the daemon's choice"
+            );
+        }
+        let options = acp_lsp::daemon::proxy::SharedProxy {
+            gate_config: config.gate_config(),
+            paths: acp_lsp::daemon::paths::Paths::for_config(config_file.as_deref())?,
+            launcher: acp_lsp::daemon::client::Launcher {
+                program: std::env::current_exe().context("cannot find the acp-lsp executable")?,
+                log_level: log.log_level.clone(),
+            },
+            recorder,
+            lsp_mode: lsp,
+            agent,
+        };
+        let code = runtime.block_on(acp_lsp::daemon::proxy::run(options))?;
+        std::process::exit(code);
+    }
     let code = runtime.block_on(proxy(config, recorder, lsp, lazy, mcp, agent))?;
     std::process::exit(code);
+}
+
+/// `acp-lsp daemon run|status` (`acp_lsp::daemon`).
+fn run_daemon(action: DaemonAction) -> anyhow::Result<ExitCode> {
+    match action {
+        DaemonAction::Run { config, log } => {
+            init_logging(&log)?;
+            let paths = acp_lsp::daemon::paths::Paths::for_config(config.as_deref())?;
+            let config = load_config(config.as_deref())?;
+            let runtime = tokio::runtime::Runtime::new()?;
+            let outcome = runtime.block_on(acp_lsp::daemon::serve::run(config, paths))?;
+            tracing::info!(?outcome, "daemon over");
+            Ok(ExitCode::SUCCESS)
+        }
+        DaemonAction::Status { config, json } => {
+            let paths = acp_lsp::daemon::paths::Paths::for_config(config.as_deref())?;
+            let runtime = tokio::runtime::Runtime::new()?;
+            let status = runtime.block_on(acp_lsp::daemon::status::query(&paths))?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&status)?);
+            } else {
+                print!("{}", acp_lsp::daemon::status::render(&status));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
 }
 
 /// `acp-lsp request`.

@@ -145,6 +145,32 @@ pub(crate) fn set_parent_death_signal(command: &mut Command, signal: Signal) {
     let _ = (command, signal);
 }
 
+/// Makes the child `command` starts the leader of a new session (`setsid`),
+/// so it outlives this process's terminal and process group: the shared
+/// daemon is meant to outlive the proxy that started it.
+pub(crate) fn start_new_session(command: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the closure runs in the forked child before exec; setsid is
+    // async-signal-safe and touches only the child, and the error is built
+    // from errno without allocating.
+    unsafe {
+        command.pre_exec(|| {
+            if libc::setsid() < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Takes an exclusive advisory lock (`flock`) on `file` without waiting;
+/// `false` if another open file description holds it.
+pub(crate) fn try_lock_exclusive(file: &std::fs::File) -> bool {
+    use std::os::fd::AsRawFd;
+    // SAFETY: flock on a descriptor `file` owns for the duration of the call.
+    unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

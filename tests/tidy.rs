@@ -36,6 +36,7 @@ const EVERY_OTHER: &[&str] = &[
     "agent_process",
     "cli",
     "conformance",
+    "daemon",
     "edit",
     "gate",
     "jsonrpc",
@@ -94,6 +95,7 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
         "edit",
         &["acp", "cli", "conformance", "lsp", "mcp", "oneshot"],
     ),
+    ("daemon", &["cli", "conformance", "edit", "mcp", "oneshot"]),
 ];
 
 // ---------------------------------------------------------------------------

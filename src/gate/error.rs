@@ -91,6 +91,10 @@ pub enum GateError {
     Overloaded { scope: &'static str, limit: usize },
     #[error("internal error: {0}")]
     Internal(String),
+    /// `proxy --shared`: the daemon went away (or could not be reached) while
+    /// the request was in flight; the proxy restarts it and re-attaches.
+    #[error("the shared acp-lsp daemon is unavailable: {0}")]
+    DaemonUnavailable(String),
 }
 
 /// Which server is not running, and how.
@@ -203,6 +207,7 @@ impl GateError {
             | GateError::ResponseTooLarge { .. }
             | GateError::DeadlineExceeded { .. }
             | GateError::Overloaded { .. }
+            | GateError::DaemonUnavailable(_)
             | GateError::Internal(_) => INTERNAL_ERROR,
         }
     }
@@ -234,6 +239,7 @@ impl GateError {
             GateError::ContentModified => "content_modified",
             GateError::Overloaded { .. } => "overloaded",
             GateError::Internal(_) => "internal",
+            GateError::DaemonUnavailable(_) => "daemon_unavailable",
         }
     }
 
@@ -250,6 +256,7 @@ impl GateError {
             GateError::ServerExited { .. }
             | GateError::DeadlineExceeded { .. }
             | GateError::ContentModified
+            | GateError::DaemonUnavailable(_)
             | GateError::Overloaded { .. } => true,
             _ => false,
         }

@@ -40,7 +40,8 @@
 //! toolchain's source roots, see `lsp::toolchain`), `allowed_uri_schemes`, `skip_dirs`, `idle_grace_ms`,
 //! `trusted_projects`, `project_code` (`"run"` or `"off"`, see [`ProjectCode`]),
 //! `max_requests_per_session`, `max_requests_total` (the gate's quotas), `mcp_http`
-//! (a table: `max_body_bytes`, `max_concurrent`, `read_timeout_ms`), `servers`.
+//! (a table: `max_body_bytes`, `max_concurrent`, `read_timeout_ms`), `servers`,
+//! `shared` (`true`: `acp-lsp proxy` acts as with `--shared`, see `crate::daemon`).
 //! A list given in a file replaces the list it is merged over.
 //!
 //! Keys of a `[servers.NAME]` table (all optional when NAME is an existing server):
@@ -66,6 +67,8 @@
 //! | `project_code` | `"run"` or `"off"`: overrides the global [`ProjectCode`] for this server | unset |
 //! | `probe_args` | list of strings: the arguments of `acp-lsp servers`' start check (`lsp::probe`) | `["--version"]` (pyright, basedpyright: `["--stdio"]`) |
 //! | `enabled` | boolean | `true` |
+//! | `connect` | `"tcp://host:port"`, `"unix:/path"`, `"ws://…"` or `"wss://…"`: reach a running server instead of starting `command` (`lsp::remote`) | unset |
+//! | `token_env`, `token_via`, `subprotocol`, `tls_ca_file`, `path_map` | see README "Remote servers" | unset |
 //!
 //! Over an existing server, a given key replaces the old value, except `settings`,
 //! `initialization_options` (tables are merged recursively, other values replace) and `env`,
@@ -271,6 +274,9 @@ pub struct ServerConfig {
     pub probe_args: Vec<String>,
     #[serde(default = "default_true")]
     pub enabled: bool,
+    /// Reached over the network instead of run (`connect`, `lsp::remote`).
+    #[serde(default)]
+    pub remote: Option<crate::lsp::remote::Remote>,
 }
 
 fn default_probe_args() -> Vec<String> {
@@ -328,6 +334,7 @@ impl ServerConfig {
             project_code: None,
             probe_args: default_probe_args(),
             enabled: true,
+            remote: None,
         }
     }
 
@@ -453,6 +460,8 @@ pub struct Config {
     pub max_requests_per_session: usize,
     pub max_requests_total: usize,
     pub mcp_http: McpHttpLimits,
+    /// `proxy` uses the shared per-user daemon (as with `--shared`).
+    pub shared: bool,
     /// Files that were read, in order.
     pub sources: Vec<PathBuf>,
 }
@@ -614,6 +623,7 @@ struct FileConfig {
     max_requests_per_session: Option<usize>,
     max_requests_total: Option<usize>,
     mcp_http: Option<McpHttpPatch>,
+    shared: Option<bool>,
     #[serde(default)]
     servers: BTreeMap<String, ServerPatch>,
 }
@@ -650,6 +660,12 @@ struct ServerPatch {
     project_code: Option<ProjectCode>,
     probe_args: Option<Vec<String>>,
     enabled: Option<bool>,
+    connect: Option<String>,
+    token_env: Option<String>,
+    token_via: Option<crate::lsp::remote::TokenVia>,
+    subprotocol: Option<String>,
+    tls_ca_file: Option<PathBuf>,
+    path_map: Option<Vec<crate::lsp::path_map::PathMapping>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -674,6 +690,7 @@ impl Config {
             max_requests_per_session: crate::gate::DEFAULT_MAX_REQUESTS_PER_SESSION,
             max_requests_total: crate::gate::DEFAULT_MAX_REQUESTS_TOTAL,
             mcp_http: McpHttpLimits::default(),
+            shared: false,
             sources: Vec::new(),
         }
     }
@@ -1050,6 +1067,9 @@ fn merge_text(
     if let Some(ms) = file.idle_grace_ms {
         config.idle_grace_ms = ms;
     }
+    if let Some(shared) = file.shared {
+        config.shared = shared;
+    }
     if let Some(code) = file.project_code {
         config.project_code = Some(code);
     }
@@ -1134,7 +1154,10 @@ fn merge_text(
             Some(i) => &mut config.servers[i],
             None => {
                 let missing = [
-                    ("command", patch.command.is_none()),
+                    (
+                        "command",
+                        patch.command.is_none() && patch.connect.is_none(),
+                    ),
                     ("language_ids", patch.language_ids.is_none()),
                     ("file_extensions", patch.file_extensions.is_none()),
                 ]
@@ -1306,6 +1329,19 @@ fn apply_patch(
     if let Some(enabled) = patch.enabled {
         server.enabled = enabled;
     }
+    crate::lsp::remote::apply(
+        &mut server.remote,
+        crate::lsp::remote::RemoteKeys {
+            connect: patch.connect,
+            token_env: patch.token_env,
+            token_via: patch.token_via,
+            subprotocol: patch.subprotocol,
+            tls_ca_file: patch
+                .tls_ca_file
+                .map(|f| expand_tilde(&f.to_string_lossy())),
+            path_map: patch.path_map,
+        },
+    )?;
     Ok(())
 }
 

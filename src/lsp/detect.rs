@@ -422,7 +422,7 @@ pub fn health_report(dir: &Path, config: &Config) -> String {
         if binaries.iter().any(|(name, _, _)| *name == d.server) {
             continue;
         }
-        if let Some(server) = config.server(&d.server) {
+        if let Some(server) = config.server(&d.server).filter(|s| s.remote.is_none()) {
             if let Some(path) = find_on_path(&server.command) {
                 binaries.push((d.server.as_str(), path, server));
             }
@@ -449,6 +449,11 @@ pub fn health_report(dir: &Path, config: &Config) -> String {
         let binary = probe_of(&d.server)
             .map(|(path, probe)| format!("{} {}", path.display(), probe.summary()))
             .unwrap_or_else(|| "not installed".to_string());
+        // A remote server (`connect`) runs nothing here: say where it is.
+        let binary = match config.server(&d.server).and_then(|s| s.remote.as_ref()) {
+            Some(remote) => format!("connect {} (not probed)", remote.connect),
+            None => binary,
+        };
         let project_code = match config.server(&d.server) {
             Some(server) => {
                 let (code, source) = config.project_code_for(server, &d.root);

@@ -95,6 +95,11 @@ pub fn initialize_params(config: &ServerConfig, root: &Path) -> Box<RawValue> {
             "experimental": { "serverStatusNotification": true }
         }
     });
+    // A server on another machine would look for this process there, and
+    // servers exit when their parent's pid is not alive: none for a remote one.
+    if config.remote.is_some() {
+        params["processId"] = serde_json::Value::Null;
+    }
     if let Some(options) = &config.initialization_options {
         params["initializationOptions"] = options.clone();
     }

@@ -151,7 +151,12 @@ impl Registry {
                 let Some(server_config) = config.server(&found.server) else {
                     continue;
                 };
-                let Some(program) = find_on_path(&server_config.command) else {
+                // A remote server (`connect`) has no program to find.
+                let program = match &server_config.remote {
+                    Some(_) => Some(PathBuf::new()),
+                    None => find_on_path(&server_config.command),
+                };
+                let Some(program) = program else {
                     tracing::info!(server = %found.server, "not installed; skipped");
                     continue;
                 };

@@ -8,8 +8,9 @@ use super::{
 use crate::gate::{GateError, NotRunning, ServerState, State};
 use crate::lsp::connection::{Connection, Reply, ServerMessages};
 use crate::lsp::handshake;
-use crate::lsp::process::{ServerProcess, SpawnSpec, EXIT_GRACE};
+use crate::lsp::process::{SpawnSpec, EXIT_GRACE};
 use crate::lsp::registration::raw_json;
+use crate::lsp::transport::Link;
 use crate::record::Direction;
 use serde_json::{json, Value};
 use std::collections::VecDeque;
@@ -68,6 +69,12 @@ impl Server {
                 crashes.pop_front();
             }
             tracing::warn!(server = %self.spec.config.name, root = %self.spec.root.display(), %error, "language server stopped unexpectedly");
+            // A refused token (a remote server) fails the same way each time.
+            if crate::lsp::transport::not_retried(&error) {
+                tracing::error!(server = %self.spec.config.name, %error, "server failed; not restarting");
+                self.set_status(ServerState::Failed, Some(error));
+                return;
+            }
             // rustup's stub without the component fails the same way until
             // someone runs `rustup component add`: restarting only delays
             // the answer that says so.
@@ -123,9 +130,14 @@ impl Server {
             env_extra: config.env.clone(),
             env_passthrough: config.env_passthrough.clone(),
         };
-        let (mut process, io) = match ServerProcess::spawn(&config.name, &spawn) {
-            Ok(spawned) => spawned,
-            Err(e) => return Some(e.to_string()),
+        // A child process, or a connection to a remote server (`connect`).
+        let opened = tokio::select! {
+            opened = Link::open(&config.name, config.remote.as_ref(), &spawn, self.spec.limits) => opened,
+            _ = self.stop.cancelled() => return None,
+        };
+        let (mut process, io) = match opened {
+            Ok(opened) => opened,
+            Err(e) => return Some(e),
         };
         tracing::info!(
             server = %config.name,
@@ -239,12 +251,7 @@ impl Server {
     }
 
     /// shutdown → exit → bounded wait → SIGTERM → SIGKILL (the process group).
-    async fn shutdown(
-        &self,
-        connection: &Arc<Connection>,
-        process: &mut ServerProcess,
-        polite: bool,
-    ) {
+    async fn shutdown(&self, connection: &Arc<Connection>, process: &mut Link, polite: bool) {
         if polite {
             let reply =
                 tokio::time::timeout(SHUTDOWN_TIMEOUT, connection.request("shutdown", None)).await;

@@ -1,0 +1,526 @@
+//! `acp-lsp daemon run`: the daemon itself. One [`Registry`] for every
+//! client; a client's sessions are its own (their ids are prefixed with the
+//! client's number, so two proxies' session "s" never meet), its servers are
+//! shared with every session that names the same root.
+
+use super::paths::Paths;
+use super::wire::{
+    self, ClientStatus, ForwardedRequest, Op, Reply, Request, Status, Welcome, WireError,
+    WireReply, WireRoute,
+};
+use super::{
+    HELLO_TIMEOUT, IDLE_CHECK_INTERVAL, MAX_CLIENTS, MAX_IN_FLIGHT_PER_CLIENT, MAX_LINE_BYTES,
+    MAX_SESSIONS_PER_CLIENT, STARTUP_GRACE,
+};
+use crate::gate::{GateError, HostCall, LspHost, SessionTable};
+use crate::lsp::config::Config;
+use crate::lsp::registry::{Registry, RegistryOptions};
+use futures::StreamExt;
+use parking_lot::Mutex;
+use serde::Serialize;
+use serde_json::value::RawValue;
+use std::collections::{HashMap, HashSet};
+use std::io::{self, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::io::AsyncWriteExt;
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+use tokio_util::codec::{FramedRead, LinesCodec};
+use tokio_util::sync::CancellationToken;
+
+/// How a daemon run ended.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// It served until it had neither clients nor servers, or a signal.
+    Served,
+    /// Another daemon holds the lock and answers on the socket.
+    AlreadyRunning,
+}
+
+/// Runs the daemon for `paths` until it is idle (no clients, no servers) or
+/// signalled. Its servers are stopped before it returns; a `kill -9` of the
+/// daemon ends them through their parent-death signal and the orphan
+/// guardian (`lsp::process`), as for a proxy.
+pub async fn run(config: Config, paths: Paths) -> io::Result<Outcome> {
+    let Some(lock) = take_lock(&paths).await? else {
+        return Ok(Outcome::AlreadyRunning);
+    };
+    // Under the lock no other daemon serves this socket: a file left there
+    // is a dead daemon's.
+    match std::fs::remove_file(&paths.socket) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    let listener = UnixListener::bind(&paths.socket)?;
+    std::fs::set_permissions(&paths.socket, std::fs::Permissions::from_mode(0o600))?;
+    tracing::info!(socket = %paths.socket.display(), pid = std::process::id(), "daemon listening");
+
+    let gate_config = config.gate_config();
+    let registry = Registry::new(
+        config,
+        RegistryOptions {
+            lazy: false,
+            start_when_listed: true,
+            recorder: None,
+            max_watches: None,
+        },
+    );
+    let daemon = Arc::new(Daemon {
+        registry,
+        sessions: SessionTable::new(gate_config.read_only_roots, gate_config.allowed_uri_schemes),
+        clients: Mutex::new(HashMap::new()),
+        next_client: AtomicU64::new(1),
+        started: Instant::now(),
+        paths: paths.clone(),
+    });
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    let mut hangup = signal(SignalKind::hangup())?;
+    let mut tick = tokio::time::interval(IDLE_CHECK_INTERVAL);
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    tokio::spawn(Arc::clone(&daemon).serve(stream));
+                }
+                Err(error) => tracing::warn!(%error, "daemon accept failed"),
+            },
+            _ = tick.tick() => {
+                if daemon.idle() {
+                    tracing::info!("daemon idle: no clients and no servers; exiting");
+                    break;
+                }
+            }
+            _ = term.recv() => break,
+            _ = interrupt.recv() => break,
+            _ = hangup.recv() => break,
+        }
+    }
+    // The socket goes first: a proxy connecting from now on starts a new
+    // daemon, which waits for this one's lock.
+    drop(listener);
+    let _ = std::fs::remove_file(&paths.socket);
+    daemon.registry.shutdown().await;
+    drop(lock);
+    Ok(Outcome::Served)
+}
+
+/// Takes the daemon lock (an exclusive `flock` held for the daemon's life)
+/// and writes our pid in it. `None`: another daemon is serving. A daemon
+/// still shutting down holds the lock too; then this waits for it, up to
+/// [`STARTUP_GRACE`].
+async fn take_lock(paths: &Paths) -> io::Result<Option<std::fs::File>> {
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .open(&paths.lock)?;
+    let deadline = Instant::now() + STARTUP_GRACE;
+    loop {
+        if crate::sys::try_lock_exclusive(&file) {
+            file.set_len(0)?;
+            writeln!(file, "{}", std::process::id())?;
+            return Ok(Some(file));
+        }
+        if UnixStream::connect(&paths.socket).await.is_ok() || Instant::now() >= deadline {
+            return Ok(None);
+        }
+        tokio::time::sleep(IDLE_CHECK_INTERVAL).await;
+    }
+}
+
+struct Daemon {
+    registry: Arc<Registry>,
+    /// Every client's sessions, by "<client>/<session id>".
+    sessions: SessionTable,
+    clients: Mutex<HashMap<u64, ClientInfo>>,
+    next_client: AtomicU64,
+    started: Instant,
+    paths: Paths,
+}
+
+struct ClientInfo {
+    pid: u32,
+    sessions: HashSet<String>,
+    connected: Instant,
+    in_flight: Arc<Mutex<HashMap<u64, CancellationToken>>>,
+}
+
+/// One client's connection, as its reader loop sees it.
+struct Client {
+    number: u64,
+    tx: mpsc::UnboundedSender<String>,
+    in_flight: Arc<Mutex<HashMap<u64, CancellationToken>>>,
+}
+
+impl Client {
+    fn session_key(&self, session: &str) -> String {
+        format!("{}/{session}", self.number)
+    }
+}
+
+impl Daemon {
+    fn idle(&self) -> bool {
+        self.started.elapsed() >= STARTUP_GRACE
+            && self.clients.lock().is_empty()
+            && self.registry.all_servers().is_empty()
+    }
+
+    fn status(&self) -> Status {
+        let clients = self
+            .clients
+            .lock()
+            .iter()
+            .map(|(number, info)| ClientStatus {
+                client: *number,
+                pid: info.pid,
+                sessions: info.sessions.len(),
+                connected_ms: info.connected.elapsed().as_millis() as u64,
+                in_flight: info.in_flight.lock().len(),
+            })
+            .collect::<Vec<_>>();
+        let mut servers: Vec<_> = self
+            .registry
+            .all_servers()
+            .iter()
+            .map(|s| s.entry())
+            .collect();
+        servers.sort_by(|a, b| (&a.name, &a.workspace_path).cmp(&(&b.name, &b.workspace_path)));
+        let mut clients = clients;
+        clients.sort_by_key(|c| c.client);
+        Status {
+            pid: std::process::id(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            uptime_ms: self.started.elapsed().as_millis() as u64,
+            memory_bytes: crate::lsp::process::resident_memory_of(std::process::id()),
+            socket: self.paths.socket.clone(),
+            clients,
+            servers,
+        }
+    }
+
+    /// Serves one connection: a `status` query, or a client from `hello` to
+    /// its end, after which its sessions are closed (their servers then
+    /// stop after the idle grace unless another client uses them).
+    async fn serve(self: Arc<Self>, stream: UnixStream) {
+        let (read, write) = stream.into_split();
+        let mut lines = FramedRead::new(read, LinesCodec::new_with_max_length(MAX_LINE_BYTES));
+        let (tx, rx) = mpsc::unbounded_channel::<String>();
+        let writer = tokio::spawn(write_lines(write, rx));
+        let first = match tokio::time::timeout(HELLO_TIMEOUT, lines.next()).await {
+            Ok(Some(Ok(line))) => serde_json::from_str::<Request>(&line).ok(),
+            _ => None,
+        };
+        let Some(Request { id, op }) = first else {
+            return;
+        };
+        let (pid, version) = match op {
+            Op::Status => {
+                send(&tx, id, to_raw(&self.status()));
+                drop(tx);
+                let _ = writer.await;
+                return;
+            }
+            Op::Hello { pid, version } => (pid, version),
+            _ => return,
+        };
+        if version != env!("CARGO_PKG_VERSION") {
+            let error = GateError::Internal(format!(
+                "the daemon is acp-lsp {}, the proxy {version}",
+                env!("CARGO_PKG_VERSION")
+            ));
+            send(&tx, id, Err(error));
+            return;
+        }
+        let client = {
+            let mut clients = self.clients.lock();
+            if clients.len() >= MAX_CLIENTS {
+                tracing::warn!(limit = MAX_CLIENTS, "limit hit: daemon client refused");
+                drop(clients);
+                send(
+                    &tx,
+                    id,
+                    Err(GateError::Overloaded {
+                        scope: "total",
+                        limit: MAX_CLIENTS,
+                    }),
+                );
+                return;
+            }
+            let number = self.next_client.fetch_add(1, Ordering::Relaxed);
+            let in_flight = Arc::new(Mutex::new(HashMap::new()));
+            clients.insert(
+                number,
+                ClientInfo {
+                    pid,
+                    sessions: HashSet::new(),
+                    connected: Instant::now(),
+                    in_flight: Arc::clone(&in_flight),
+                },
+            );
+            Client {
+                number,
+                tx: tx.clone(),
+                in_flight,
+            }
+        };
+        tracing::info!(client = client.number, pid, "daemon client connected");
+        send(
+            &tx,
+            id,
+            to_raw(&Welcome {
+                client: client.number,
+                pid: std::process::id(),
+            }),
+        );
+        let mut tasks = JoinSet::new();
+        loop {
+            tokio::select! {
+                line = lines.next() => match line {
+                    Some(Ok(line)) => match serde_json::from_str::<Request>(&line) {
+                        Ok(request) => self.handle(&client, request, &mut tasks),
+                        Err(error) => {
+                            tracing::warn!(client = client.number, %error, "bad line from a daemon client; dropping it");
+                            break;
+                        }
+                    },
+                    Some(Err(error)) => {
+                        tracing::warn!(client = client.number, %error, "daemon client stream failed");
+                        break;
+                    }
+                    None => break,
+                },
+                Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+            }
+        }
+        // Its requests end with it: dropped futures cancel at their servers.
+        tasks.abort_all();
+        let info = self.clients.lock().remove(&client.number);
+        for key in info.map(|i| i.sessions).unwrap_or_default() {
+            if let Some(session) = self.sessions.remove(&key) {
+                self.registry.session_closed(&session);
+            }
+        }
+        tracing::info!(client = client.number, pid, "daemon client gone");
+    }
+
+    /// One request of `client`. Session changes, writes and cancels are
+    /// done here, in arrival order; the answered ops run on their own tasks.
+    fn handle(self: &Arc<Self>, client: &Client, request: Request, tasks: &mut JoinSet<()>) {
+        let Request { id, op } = request;
+        match op {
+            Op::Open { session, roots } => {
+                let key = client.session_key(&session);
+                {
+                    let mut clients = self.clients.lock();
+                    let Some(info) = clients.get_mut(&client.number) else {
+                        return;
+                    };
+                    if info.sessions.len() >= MAX_SESSIONS_PER_CLIENT
+                        && !info.sessions.contains(&key)
+                    {
+                        tracing::warn!(
+                            limit = MAX_SESSIONS_PER_CLIENT,
+                            "limit hit: daemon session refused"
+                        );
+                        return;
+                    }
+                    info.sessions.insert(key.clone());
+                }
+                let session = self.sessions.insert(&key, roots);
+                self.registry.session_opened(&session);
+            }
+            Op::Close { session } => {
+                let key = client.session_key(&session);
+                if let Some(info) = self.clients.lock().get_mut(&client.number) {
+                    info.sessions.remove(&key);
+                }
+                if let Some(session) = self.sessions.remove(&key) {
+                    self.registry.session_closed(&session);
+                }
+            }
+            Op::Written {
+                session,
+                path,
+                text,
+            } => {
+                if let Some(session) = self.sessions.get(&client.session_key(&session)) {
+                    self.registry.text_written(&session, &path, &text);
+                }
+            }
+            Op::Cancel { target } => {
+                if let Some(token) = client.in_flight.lock().get(&target) {
+                    token.cancel();
+                }
+            }
+            Op::Servers { session: name } => {
+                let daemon = Arc::clone(self);
+                let session = self.sessions.get(&client.session_key(&name));
+                let tx = client.tx.clone();
+                tasks.spawn(async move {
+                    let answer = match session {
+                        Some(session) => to_raw(&daemon.registry.servers(&session).await),
+                        None => Err(GateError::UnknownSession(name)),
+                    };
+                    send(&tx, id, answer);
+                });
+            }
+            Op::Route {
+                session: name,
+                server_id,
+            } => {
+                let daemon = Arc::clone(self);
+                let session = self.sessions.get(&client.session_key(&name));
+                let tx = client.tx.clone();
+                tasks.spawn(async move {
+                    let answer = match session {
+                        Some(session) => daemon
+                            .registry
+                            .route(&session, &server_id)
+                            .await
+                            .and_then(|route| {
+                                to_raw(&WireRoute {
+                                    execute_commands: route.execute_commands,
+                                    extension_methods: route.extension_methods,
+                                    request_timeout_ms: route.request_timeout.as_millis() as u64,
+                                })
+                            }),
+                        None => Err(GateError::UnknownSession(name)),
+                    };
+                    send(&tx, id, answer);
+                });
+            }
+            Op::Request(call) => self.request(client, id, *call, tasks),
+            Op::Diagnostics {
+                session: name,
+                documents,
+                wait_ms,
+            } => {
+                let daemon = Arc::clone(self);
+                let session = self.sessions.get(&client.session_key(&name));
+                let tx = client.tx.clone();
+                tasks.spawn(async move {
+                    let answer = match session {
+                        Some(session) => daemon
+                            .registry
+                            .diagnostics(&session, documents, Duration::from_millis(wait_ms))
+                            .await
+                            .and_then(|entries| to_raw(&entries)),
+                        None => Err(GateError::UnknownSession(name)),
+                    };
+                    send(&tx, id, answer);
+                });
+            }
+            Op::Hello { .. } | Op::Status => send(
+                &client.tx,
+                id,
+                Err(GateError::InvalidParams(
+                    "hello and status come first, once".into(),
+                )),
+            ),
+        }
+    }
+
+    fn request(
+        self: &Arc<Self>,
+        client: &Client,
+        id: u64,
+        call: ForwardedRequest,
+        tasks: &mut JoinSet<()>,
+    ) {
+        let token = CancellationToken::new();
+        {
+            let mut in_flight = client.in_flight.lock();
+            if in_flight.len() >= MAX_IN_FLIGHT_PER_CLIENT {
+                drop(in_flight);
+                tracing::warn!(
+                    limit = MAX_IN_FLIGHT_PER_CLIENT,
+                    "limit hit: daemon request refused"
+                );
+                send(
+                    &client.tx,
+                    id,
+                    Err(GateError::Overloaded {
+                        scope: "total",
+                        limit: MAX_IN_FLIGHT_PER_CLIENT,
+                    }),
+                );
+                return;
+            }
+            in_flight.insert(id, token.clone());
+        }
+        let session = self.sessions.get(&client.session_key(&call.session));
+        let daemon = Arc::clone(self);
+        let tx = client.tx.clone();
+        let in_flight = Arc::clone(&client.in_flight);
+        tasks.spawn(async move {
+            let answer = match session {
+                Some(session) => {
+                    let host_call = HostCall {
+                        session,
+                        server_id: call.server_id,
+                        method: call.method,
+                        params: call.params,
+                        documents: call.documents,
+                        cancel: token,
+                        wait_until_ready: call.wait_ms.map(Duration::from_millis),
+                    };
+                    daemon.registry.request(host_call).await.and_then(|reply| {
+                        to_raw(&WireReply {
+                            result: reply.result,
+                            meta: reply.meta,
+                        })
+                    })
+                }
+                None => Err(GateError::UnknownSession(call.session)),
+            };
+            in_flight.lock().remove(&id);
+            send(&tx, id, answer);
+        });
+    }
+}
+
+fn to_raw<T: Serialize>(value: &T) -> Result<Box<RawValue>, GateError> {
+    serde_json::value::to_raw_value(value).map_err(|e| GateError::Internal(e.to_string()))
+}
+
+/// Queues the reply to request `id` (nothing if the client is gone).
+fn send(tx: &mpsc::UnboundedSender<String>, id: u64, answer: Result<Box<RawValue>, GateError>) {
+    let reply = match answer {
+        Ok(ok) => Reply {
+            id,
+            ok: Some(ok),
+            err: None,
+        },
+        Err(error) => Reply {
+            id,
+            ok: None,
+            err: Some(WireError::from(error)),
+        },
+    };
+    match wire::line(&reply) {
+        Ok(line) => {
+            let _ = tx.send(line);
+        }
+        Err(error) => tracing::error!(%error, "cannot encode a daemon reply"),
+    }
+}
+
+/// The one writer of a connection.
+async fn write_lines(
+    mut write: tokio::net::unix::OwnedWriteHalf,
+    mut rx: mpsc::UnboundedReceiver<String>,
+) {
+    while let Some(line) = rx.recv().await {
+        if write.write_all(line.as_bytes()).await.is_err() {
+            return;
+        }
+    }
+    let _ = write.shutdown().await;
+}
