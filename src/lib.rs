@@ -21,6 +21,8 @@ pub mod daemon;
 #[cfg(feature = "proxy")]
 pub mod edit;
 #[cfg(feature = "proxy")]
+pub mod host;
+#[cfg(feature = "proxy")]
 pub mod lsp;
 #[cfg(feature = "proxy")]
 pub mod mcp;

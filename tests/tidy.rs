@@ -39,6 +39,7 @@ const EVERY_OTHER: &[&str] = &[
     "daemon",
     "edit",
     "gate",
+    "host",
     "jsonrpc",
     "lsp",
     "mcp",
@@ -57,6 +58,7 @@ const EVERY_OTHER_BUT_SYS: &[&str] = &[
     "conformance",
     "edit",
     "gate",
+    "host",
     "jsonrpc",
     "lsp",
     "mcp",
@@ -89,13 +91,32 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
     ),
     (
         "lsp",
-        &["acp", "cli", "conformance", "edit", "mcp", "oneshot"],
+        &[
+            "acp",
+            "cli",
+            "conformance",
+            "edit",
+            "host",
+            "mcp",
+            "oneshot",
+        ],
     ),
     (
         "edit",
-        &["acp", "cli", "conformance", "lsp", "mcp", "oneshot"],
+        &["acp", "cli", "conformance", "host", "lsp", "mcp", "oneshot"],
     ),
-    ("daemon", &["cli", "conformance", "edit", "mcp", "oneshot"]),
+    (
+        "daemon",
+        &[
+            "acp",
+            "cli",
+            "conformance",
+            "edit",
+            "host",
+            "mcp",
+            "oneshot",
+        ],
+    ),
 ];
 
 // ---------------------------------------------------------------------------

@@ -533,6 +533,21 @@ impl LspHost for RemoteHost {
         });
     }
 
+    async fn ensure_ready(&self, session: &Session, server_id: &str, wait: Duration) {
+        let id = session.id().to_string();
+        let answer: Result<(), GateError> = self
+            .call_typed(|| Op::EnsureReady {
+                session: id.clone(),
+                server_id: server_id.to_string(),
+                wait_ms: wait.as_millis() as u64,
+            })
+            .await;
+        if let Err(error) = answer {
+            // What follows (the listing, the request) reports the server's state.
+            tracing::debug!(%error, "ensure_ready: the shared daemon did not answer");
+        }
+    }
+
     async fn diagnostics(
         &self,
         session: &Session,

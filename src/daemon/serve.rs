@@ -417,6 +417,28 @@ impl Daemon {
                     send(&tx, id, answer);
                 });
             }
+            Op::EnsureReady {
+                session: name,
+                server_id,
+                wait_ms,
+            } => {
+                let daemon = Arc::clone(self);
+                let session = self.sessions.get(&client.session_key(&name));
+                let tx = client.tx.clone();
+                tasks.spawn(async move {
+                    let answer = match session {
+                        Some(session) => {
+                            daemon
+                                .registry
+                                .ensure_ready(&session, &server_id, Duration::from_millis(wait_ms))
+                                .await;
+                            to_raw(&())
+                        }
+                        None => Err(GateError::UnknownSession(name)),
+                    };
+                    send(&tx, id, answer);
+                });
+            }
             Op::Hello { .. } | Op::Status => send(
                 &client.tx,
                 id,

@@ -53,6 +53,13 @@ pub enum Op {
     Cancel {
         target: u64,
     },
+    /// Starts a server of the session if need be and waits (up to
+    /// `wait_ms`) for it to settle; answered with `null`.
+    EnsureReady {
+        session: String,
+        server_id: String,
+        wait_ms: u64,
+    },
     Diagnostics {
         session: String,
         documents: Vec<(String, PathBuf)>,

@@ -65,6 +65,20 @@ pub trait LspHost: Send + Sync + 'static {
     /// Forwards one request and returns the server's result.
     fn request(&self, call: HostCall) -> impl Future<Output = Result<HostReply, GateError>> + Send;
 
+    /// **[acp-lsp]** Starts `server_id` (one of `session`'s) if it is not
+    /// running and waits up to `wait` for it to settle: running, failed or
+    /// stopped. The MCP tools and the command line call it before reading an
+    /// entry's capabilities (a server not yet started has none). Hosts whose
+    /// servers are always started need not implement it.
+    fn ensure_ready(
+        &self,
+        _session: &Session,
+        _server_id: &str,
+        _wait: Duration,
+    ) -> impl Future<Output = ()> + Send {
+        async {}
+    }
+
     /// A session's roots were committed (servers may start indexing now).
     fn session_opened(self: &Arc<Self>, _session: &Arc<Session>) {}
 

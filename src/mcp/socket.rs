@@ -14,7 +14,7 @@ use super::editor::EditorFs;
 use super::tokens::TokenTable;
 use super::tools::LspTools;
 use crate::gate::Gate;
-use crate::lsp::registry::Registry;
+use crate::host::ProxyHost;
 use rmcp::ServiceExt;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
@@ -93,7 +93,7 @@ impl McpSocket {
     /// until dropped. `random` names the directory; `ready_wait` is how long
     /// a tool waits for its server (the proxy uses [`super::tools::READY_WAIT`]).
     pub fn bind(
-        gate: Arc<Gate<Registry>>,
+        gate: Arc<Gate<ProxyHost>>,
         tokens: Arc<TokenTable>,
         editor: Option<Arc<EditorFs>>,
         random: &str,
@@ -134,7 +134,7 @@ impl Drop for McpSocket {
 
 async fn accept_loop(
     listener: UnixListener,
-    gate: Arc<Gate<Registry>>,
+    gate: Arc<Gate<ProxyHost>>,
     tokens: Arc<TokenTable>,
     editor: Option<Arc<EditorFs>>,
     ready_wait: Duration,

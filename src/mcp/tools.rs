@@ -26,8 +26,8 @@ use crate::edit::{
 };
 use crate::gate::confine::ConfineError;
 use crate::gate::{Gate, GateError, GateMethod, ServerEntry, ServerState};
+use crate::host::ProxyHost;
 use crate::lsp::documents::MAX_DOCUMENT_BYTES;
-use crate::lsp::registry::Registry;
 use crate::oneshot::{
     capabilities_of, FileLocation, OneShot, OneShotError, RenameEdit, RenameError,
 };
@@ -57,7 +57,7 @@ pub(crate) const MAX_LOADED_BYTES: u64 = 64 * 1024 * 1024;
 /// The tools of one MCP connection.
 #[derive(Clone)]
 pub(crate) struct LspTools {
-    gate: Arc<Gate<Registry>>,
+    gate: Arc<Gate<ProxyHost>>,
     lease: Arc<Lease>,
     editor: Option<Arc<EditorFs>>,
     /// How long a tool waits for its server to be ready ([`READY_WAIT`]).
@@ -132,7 +132,7 @@ impl LspTools {
     /// `ready_wait`: how long a tool waits for its server ([`READY_WAIT`]
     /// in the proxy).
     pub fn new(
-        gate: Arc<Gate<Registry>>,
+        gate: Arc<Gate<ProxyHost>>,
         lease: Lease,
         editor: Option<Arc<EditorFs>>,
         ready_wait: Duration,

@@ -4,6 +4,7 @@
 
 use super::{FileLocation, OneShot, RenameEdit, RenameError};
 use crate::gate::Gate;
+use crate::host::ProxyHost;
 use crate::lsp::config::Config;
 use crate::lsp::registry::{Registry, RegistryOptions};
 use std::path::Path;
@@ -38,12 +39,11 @@ impl OneShot {
                 ..RegistryOptions::default()
             },
         );
-        let gate = Gate::new(Arc::clone(&registry), gate_config);
+        let gate = Gate::new(Arc::new(ProxyHost::Local(registry)), gate_config);
         gate.open_session(SESSION, vec![root.clone()]);
         OneShot {
             roots: vec![root],
             session: SESSION.to_string(),
-            registry,
             gate,
             ready_wait: READY_WAIT,
             cancel: CancellationToken::new(),

@@ -9,7 +9,8 @@ mod cli;
 pub use self::cli::{RenameOutcome, READY_WAIT, SESSION};
 
 use crate::gate::confine::{ConfineError, Confinement};
-use crate::gate::{Gate, GateError, GateMethod, ServerEntry, ServerState};
+use crate::gate::{Gate, GateError, GateMethod, LspHost, ServerEntry};
+use crate::host::ProxyHost;
 use crate::lsp::documents::MAX_DOCUMENT_BYTES;
 use crate::lsp::registry::Registry;
 use crate::read::{read_confined, ReadError};
@@ -82,8 +83,7 @@ pub struct OneShot {
     /// The session's roots; the first is where relative paths start.
     roots: Vec<PathBuf>,
     session: String,
-    registry: Arc<Registry>,
-    gate: Arc<Gate<Registry>>,
+    gate: Arc<Gate<ProxyHost>>,
     /// How long a request waits for its server to be ready.
     ready_wait: Duration,
     /// Cancels the requests in flight (the MCP client cancelled the tool call).
@@ -94,7 +94,7 @@ impl OneShot {
     /// The helpers over an open session of `gate` (`None` when the gate does
     /// not know it). Requests wait up to `ready_wait` for their server.
     pub(crate) fn attach(
-        gate: &Arc<Gate<Registry>>,
+        gate: &Arc<Gate<ProxyHost>>,
         session_id: &str,
         ready_wait: Duration,
         cancel: CancellationToken,
@@ -103,7 +103,6 @@ impl OneShot {
         Some(OneShot {
             roots: session.roots().to_vec(),
             session: session_id.to_string(),
-            registry: Arc::clone(gate.host()),
             gate: Arc::clone(gate),
             ready_wait,
             cancel,
@@ -177,12 +176,14 @@ impl OneShot {
         self.ready_wait
     }
 
-    pub fn gate(&self) -> &Arc<Gate<Registry>> {
+    pub fn gate(&self) -> &Arc<Gate<ProxyHost>> {
         &self.gate
     }
 
-    pub fn registry(&self) -> &Arc<Registry> {
-        &self.registry
+    /// The registry, when the servers are this process's own (the command
+    /// line's session; an agent's without `--shared`).
+    pub fn registry(&self) -> Option<&Arc<Registry>> {
+        self.gate.host().registry()
     }
 
     /// Calls the gate and returns the raw result (for `lsp/request`, the
@@ -202,7 +203,7 @@ impl OneShot {
             Ok(reply) => Ok(reply.result),
             Err((error, method)) => {
                 let server = if matches!(error, GateError::ServerError { .. }) {
-                    self.server_name(&params)
+                    self.server_name(&params).await
                 } else {
                     None
                 };
@@ -216,15 +217,18 @@ impl OneShot {
     }
 
     /// The name of the server an `lsp/request`'s params address.
-    fn server_name(&self, params: &RawValue) -> Option<Box<str>> {
+    async fn server_name(&self, params: &RawValue) -> Option<Box<str>> {
         #[derive(serde::Deserialize)]
         #[serde(rename_all = "camelCase")]
         struct Addressed {
             server_id: String,
         }
         let addressed: Addressed = serde_json::from_str(params.get()).ok()?;
-        let server = self.registry.server(&addressed.server_id)?;
-        Some(server.spec().config.name.as_str().into())
+        let servers = self.servers().await.ok()?;
+        let entry = servers
+            .into_iter()
+            .find(|s| s.server_id == addressed.server_id)?;
+        Some(entry.name.into())
     }
 
     /// The `lsp/servers` entries.
@@ -350,20 +354,12 @@ impl OneShot {
     /// (`ready_wait`); a server that fails or times out is reported by the
     /// request that follows.
     pub async fn started(&self, entry: ServerEntry) -> Result<ServerEntry, OneShotError> {
-        let Some(server) = self.registry.server(&entry.server_id) else {
-            return Ok(entry);
-        };
-        server.ensure_started();
-        let _ = tokio::time::timeout(
-            self.ready_wait,
-            server.wait_for_state(|s| {
-                matches!(
-                    s,
-                    ServerState::Ready | ServerState::Failed | ServerState::Stopped
-                )
-            }),
-        )
-        .await;
+        if let Some(session) = self.gate.sessions().get(&self.session) {
+            self.gate
+                .host()
+                .ensure_ready(&session, &entry.server_id, self.ready_wait)
+                .await;
+        }
         let servers = self.servers().await?;
         Ok(servers
             .into_iter()
@@ -373,7 +369,7 @@ impl OneShot {
 
     /// Stops the servers.
     pub async fn shutdown(&self) {
-        self.registry.shutdown().await;
+        self.gate.host().shutdown().await;
     }
 }
 
