@@ -20,6 +20,7 @@
 //! the group.
 
 use crate::lsp::process::send_group_signal;
+use crate::sys::{self, Pid};
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
@@ -37,13 +38,13 @@ use crate::lsp::process::guardian;
 /// How long the agent may take to exit after its input is closed.
 pub const AGENT_EXIT_GRACE: Duration = Duration::from_secs(5);
 /// How long the agent's group gets between `SIGTERM` and `SIGKILL`.
-pub const AGENT_TERM_GRACE: Duration = Duration::from_secs(3);
+pub(crate) const AGENT_TERM_GRACE: Duration = Duration::from_secs(3);
 /// How long to wait for the kernel to report the leader dead after `SIGKILL`.
-pub const AGENT_KILL_REAP_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const AGENT_KILL_REAP_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long the relay may take, once the agent is gone, to forward what the
 /// agent wrote last; after that the proxy stops waiting for end-of-file on
 /// the agent's stdout.
-pub const AGENT_OUTPUT_DRAIN: Duration = Duration::from_secs(2);
+pub(crate) const AGENT_OUTPUT_DRAIN: Duration = Duration::from_secs(2);
 
 /// The termination signals the proxy answers: `SIGTERM`, `SIGINT`, `SIGHUP`.
 ///
@@ -118,7 +119,7 @@ impl AsyncWrite for AgentStdin {
 pub struct AgentProcess {
     child: Child,
     /// Its process group id, equal to the leader's pid.
-    pgid: libc::pid_t,
+    pgid: Pid,
     /// Set once the leader has been reaped (its group id is then no longer ours).
     status: Option<ExitStatus>,
     stdin: Arc<Mutex<Option<ChildStdin>>>,
@@ -139,12 +140,13 @@ impl AgentProcess {
             .stderr(Stdio::inherit())
             .kill_on_drop(true)
             .process_group(0);
-        set_parent_death_signal(&mut command);
+        // Linux SIGTERMs the agent if the proxy dies, even by `kill -9`.
+        sys::set_parent_death_signal(&mut command, sys::Signal::Term);
         let mut child = command.spawn()?;
         let pid = child
             .id()
             .expect("BUG: a child that was just spawned has a pid");
-        let pgid = libc::pid_t::try_from(pid).expect("BUG: a pid fits in pid_t");
+        let pgid = sys::pid(pid).expect("BUG: a pid fits in pid_t");
         let stdin = child.stdin.take().expect("BUG: agent stdin is piped");
         let stdout = child.stdout.take().expect("BUG: agent stdout is piped");
         guardian::watch(pgid);
@@ -179,7 +181,7 @@ impl AgentProcess {
     }
 
     /// Closes the agent's stdin (the relay's writes then fail).
-    pub fn close_stdin(&self) {
+    pub(crate) fn close_stdin(&self) {
         drop(
             self.stdin
                 .lock()
@@ -204,7 +206,7 @@ impl AgentProcess {
             pid = self.pid(),
             "the agent did not exit after its input closed; sending SIGTERM to its process group"
         );
-        self.signal_group(libc::SIGTERM);
+        self.signal_group(sys::Signal::Term);
         if let Some(status) = self.wait_or_signal(AGENT_TERM_GRACE, signals).await {
             return Some(status);
         }
@@ -212,7 +214,7 @@ impl AgentProcess {
             pid = self.pid(),
             "the agent did not exit after SIGTERM; sending SIGKILL to its process group"
         );
-        self.signal_group(libc::SIGKILL);
+        self.signal_group(sys::Signal::Kill);
         match tokio::time::timeout(AGENT_KILL_REAP_TIMEOUT, self.wait()).await {
             Ok(Ok(status)) => Some(status),
             Ok(Err(error)) => {
@@ -262,12 +264,12 @@ impl AgentProcess {
         }
         self.status = Some(status);
         tracing::debug!(%status, "the agent exited");
-        send_group_signal(self.pgid, libc::SIGKILL);
+        send_group_signal(self.pgid, sys::Signal::Kill);
         guardian::unwatch(self.pgid);
     }
 
     /// Signals the group while its leader is unreaped (the id is still ours).
-    fn signal_group(&self, signal: libc::c_int) {
+    fn signal_group(&self, signal: sys::Signal) {
         if self.status.is_none() {
             send_group_signal(self.pgid, signal);
         }
@@ -277,7 +279,7 @@ impl AgentProcess {
 impl Drop for AgentProcess {
     fn drop(&mut self) {
         if self.status.is_none() {
-            send_group_signal(self.pgid, libc::SIGKILL);
+            send_group_signal(self.pgid, sys::Signal::Kill);
             guardian::unwatch(self.pgid);
         }
     }
@@ -364,26 +366,4 @@ pub async fn supervise<R>(
         relay_end,
         status,
     }
-}
-
-/// Asks Linux to SIGTERM the agent if the proxy dies, even by `kill -9`.
-fn set_parent_death_signal(command: &mut Command) {
-    #[cfg(target_os = "linux")]
-    // SAFETY: the closure runs between fork and exec and calls only prctl and
-    // getppid, which are async-signal-safe; it touches no memory of the parent.
-    unsafe {
-        let parent = std::process::id() as libc::pid_t;
-        command.pre_exec(move || {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
-                return Err(io::Error::last_os_error());
-            }
-            // The parent may have died before prctl took effect.
-            if libc::getppid() != parent {
-                libc::_exit(1);
-            }
-            Ok(())
-        });
-    }
-    #[cfg(not(target_os = "linux"))]
-    let _ = command;
 }

@@ -5,7 +5,9 @@ use acp_lsp::agent_process::{self, AgentProcess, Signals};
 use acp_lsp::cli::progress::Progress;
 use acp_lsp::cli::UsageError;
 use acp_lsp::conformance;
+use acp_lsp::daemon::client::RemoteHost;
 use acp_lsp::gate::Gate;
+use acp_lsp::host::ProxyHost;
 use acp_lsp::lsp::config::Config;
 use acp_lsp::lsp::registry::{Registry, RegistryOptions};
 use acp_lsp::mcp::McpMode;
@@ -437,27 +439,21 @@ fn run_proxy(
         })
         .transpose()?;
     let runtime = tokio::runtime::Runtime::new()?;
-    if shared || config.shared {
-        if mcp != McpMode::Off || lazy {
-            tracing::info!(
-                "--shared: the MCP tools are not offered, and --lazy is the daemon's choice"
-            );
+    let shared = if shared || config.shared {
+        if lazy {
+            tracing::info!("--shared: --lazy is the daemon's choice");
         }
-        let options = acp_lsp::daemon::proxy::SharedProxy {
-            gate_config: config.gate_config(),
-            paths: acp_lsp::daemon::paths::Paths::for_config(config_file.as_deref())?,
-            launcher: acp_lsp::daemon::client::Launcher {
+        Some((
+            acp_lsp::daemon::paths::Paths::for_config(config_file.as_deref())?,
+            acp_lsp::daemon::client::Launcher {
                 program: std::env::current_exe().context("cannot find the acp-lsp executable")?,
                 log_level: log.log_level.clone(),
             },
-            recorder,
-            lsp_mode: lsp,
-            agent,
-        };
-        let code = runtime.block_on(acp_lsp::daemon::proxy::run(options))?;
-        std::process::exit(code);
-    }
-    let code = runtime.block_on(proxy(config, recorder, lsp, lazy, mcp, agent))?;
+        ))
+    } else {
+        None
+    };
+    let code = runtime.block_on(proxy(config, shared, recorder, lsp, lazy, mcp, agent))?;
     std::process::exit(code);
 }
 
@@ -504,7 +500,7 @@ fn run_request(
     let runtime = tokio::runtime::Runtime::new()?;
     let result = runtime.block_on(async {
         let tool = OneShot::start(&root, config);
-        let progress = Progress::start(method.clone(), Some(Arc::clone(tool.registry())));
+        let progress = Progress::start(method.clone(), tool.registry().cloned());
         let file = params_file(&params);
         let outcome = async {
             let entry = tool.pick_server(server.as_deref(), file.as_deref()).await?;
@@ -551,7 +547,7 @@ fn run_rename(args: RenameArgs) -> anyhow::Result<ExitCode> {
         let tool = OneShot::start(&root, config);
         let progress = Progress::start(
             format!("rename {location} → {new_name}"),
-            Some(Arc::clone(tool.registry())),
+            tool.registry().cloned(),
         );
         let outcome = tool
             .rename(&location, &new_name, server.as_deref(), dry_run, yes)
@@ -752,6 +748,10 @@ fn conformance_agent(
 
 async fn proxy(
     config: Config,
+    shared: Option<(
+        acp_lsp::daemon::paths::Paths,
+        acp_lsp::daemon::client::Launcher,
+    )>,
     recorder: Option<Recorder>,
     lsp_mode: LspMode,
     lazy: bool,
@@ -767,21 +767,30 @@ async fn proxy(
     tracing::info!(command = %agent.join(" "), pid = child.pid(), "agent spawned");
 
     let gate_config = config.gate_config();
-    let registry = Registry::new(
-        config,
-        RegistryOptions {
-            lazy,
-            start_when_listed: true,
-            recorder: recorder.clone(),
-            max_watches: None,
-        },
-    );
-    let gate = Gate::new(Arc::clone(&registry), gate_config);
+    let mcp_http = config.mcp_http;
+    let host = match shared {
+        // The servers are the daemon's (reached, or started, at the first
+        // session); this proxy keeps the relay, the gate and the MCP tools.
+        Some((paths, launcher)) => {
+            tracing::info!(shared = %paths.socket.display(), "servers shared through the daemon");
+            ProxyHost::Shared(RemoteHost::new(paths, launcher))
+        }
+        None => ProxyHost::Local(Registry::new(
+            config,
+            RegistryOptions {
+                lazy,
+                start_when_listed: true,
+                recorder: recorder.clone(),
+                max_watches: None,
+            },
+        )),
+    };
+    let gate = Gate::new(Arc::new(host), gate_config);
     // Kept to the end: dropping it removes the socket and its directory.
     let (mcp_relay, _mcp_listeners) = match mcp_mode {
         McpMode::Off => (None, None),
         McpMode::Stdio | McpMode::Auto => {
-            let (relay, listeners) = start_mcp(&gate, mcp_mode == McpMode::Auto)
+            let (relay, listeners) = start_mcp(&gate, mcp_mode == McpMode::Auto, mcp_http)
                 .await
                 .context("cannot start the MCP server")?;
             (Some(relay), Some(listeners))
@@ -811,9 +820,10 @@ async fn proxy(
         sessions.close_session(session.id());
     }
     // A further signal stops waiting for the language servers: the orphan
-    // guardian ends their groups when this process exits.
+    // guardian ends their groups when this process exits. Shared servers
+    // stay with the daemon (the other proxies, then its idle grace).
     tokio::select! {
-        _ = registry.shutdown() => {}
+        _ = sessions.host().shutdown() => {}
         name = signals.recv() => {
             tracing::warn!(signal = name, "not waiting for the language servers to shut down");
         }
@@ -833,8 +843,9 @@ async fn proxy(
 /// with `http` the loopback HTTP server), and what the relay needs to inject
 /// them. Dropping the listeners stops them and removes the socket.
 async fn start_mcp(
-    gate: &Arc<Gate<Registry>>,
+    gate: &Arc<Gate<ProxyHost>>,
     http: bool,
+    http_limits: acp_lsp::lsp::config::McpHttpLimits,
 ) -> anyhow::Result<(
     acp_lsp::mcp::McpRelay,
     (
@@ -868,7 +879,7 @@ async fn start_mcp(
                 Arc::clone(&tokens),
                 Some(Arc::clone(&editor)),
                 acp_lsp::mcp::tools::READY_WAIT,
-                gate.host().config().mcp_http,
+                http_limits,
             )
             .await?,
         )

@@ -66,8 +66,6 @@ pub struct ReadText {
     /// The content, invalid UTF-8 replaced.
     pub text: String,
     pub stamp: Stamp,
-    /// Where the opened file really is.
-    pub real_path: PathBuf,
 }
 
 /// Reads `path` if what it opens is a regular file of at most `limit` bytes
@@ -93,7 +91,7 @@ pub fn read_confined_blocking(
     }
     let file = match std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
+        .custom_flags(crate::sys::OPEN_READ_ANYTHING)
         .open(path)
     {
         Ok(file) => file,
@@ -126,7 +124,6 @@ pub fn read_confined_blocking(
             size: metadata.len(),
             modified: metadata.modified().ok(),
         },
-        real_path,
     })
 }
 

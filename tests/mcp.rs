@@ -13,6 +13,7 @@ mod support;
 
 use acp_lsp::acp::relay::{self, RelayEnd, RelayOptions};
 use acp_lsp::gate::Gate;
+use acp_lsp::host::ProxyHost;
 use acp_lsp::lsp::config::{Config, ServerConfig};
 use acp_lsp::lsp::registry::{Registry, RegistryOptions};
 use acp_lsp::mcp::editor::EditorFs;
@@ -102,7 +103,10 @@ impl Proxy {
         let root = root.canonicalize().expect("canonical root");
         let gate_config = config.gate_config();
         let registry = Registry::new(config, RegistryOptions::default());
-        let gate = Gate::new(Arc::clone(&registry), gate_config);
+        let gate = Gate::new(
+            Arc::new(ProxyHost::Local(Arc::clone(&registry))),
+            gate_config,
+        );
         let tokens = Arc::new(TokenTable::new());
         let editor = Arc::new(EditorFs::new("test"));
         let socket = McpSocket::bind(
@@ -776,7 +780,7 @@ async fn limited_http(
     };
     let gate_config = config.gate_config();
     let registry = Registry::new(config, RegistryOptions::default());
-    let gate = Gate::new(registry, gate_config);
+    let gate = Gate::new(Arc::new(ProxyHost::Local(registry)), gate_config);
     let tokens = Arc::new(TokenTable::new());
     let token = tokens.create(Some("s")).expect("token");
     let http = McpHttp::bind_with_limits(

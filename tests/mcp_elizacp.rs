@@ -50,7 +50,24 @@ async fn converse(
     prompts: &[String],
     seen: Arc<Mutex<Seen>>,
 ) -> Vec<String> {
-    let mut args = vec!["proxy".to_string()];
+    converse_with_env(root, elizacp, options, &[], prompts, seen).await
+}
+
+/// [`converse`], the proxy started with `env` added to its environment.
+async fn converse_with_env(
+    root: &Path,
+    elizacp: &Path,
+    options: &[&str],
+    env: &[(&str, &Path)],
+    prompts: &[String],
+    seen: Arc<Mutex<Seen>>,
+) -> Vec<String> {
+    let mut args: Vec<String> = env
+        .iter()
+        .map(|(name, value)| format!("{name}={}", value.display()))
+        .collect();
+    args.push(env!("CARGO_BIN_EXE_acp-lsp").to_string());
+    args.push("proxy".to_string());
     args.extend(options.iter().map(|o| o.to_string()));
     args.extend([
         "--".to_string(),
@@ -58,7 +75,8 @@ async fn converse(
         "--deterministic".to_string(),
         "acp".to_string(),
     ]);
-    let proxy = AcpAgent::new(AcpAgentConfig::new(env!("CARGO_BIN_EXE_acp-lsp")).args(args));
+    // Through env(1): the variables reach the proxy alone, not this process.
+    let proxy = AcpAgent::new(AcpAgentConfig::new("env").args(args));
     let root = root.to_path_buf();
     let prompts = prompts.to_vec();
     let result = Client
@@ -216,6 +234,71 @@ async fn elizacp_calls_references_and_rename_through_acp_lsp() {
         .collect();
     writes.sort();
     assert_eq!(writes, ["src/geometry.rs", "src/report.rs", "src/stats.rs"]);
+}
+
+/// With `--shared` the servers are the daemon's, and the MCP tools still
+/// work: they go through the same gate, whose host forwards to the daemon.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_shared_servers_the_mcp_tools_answer_from_the_daemon() {
+    let elizacp =
+        find_on_path("elizacp").expect("elizacp is not installed: cargo install --locked elizacp");
+    support::require("rust-analyzer", "rustup component add rust-analyzer");
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let runtime = tmp.path().join("run");
+    std::fs::create_dir(&runtime).expect("runtime dir");
+    let root = tmp.path().join("project");
+    std::fs::create_dir_all(&root).expect("create project dir");
+    support::copy_tree(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/projects/rust-three-files"),
+        &root,
+    );
+    let root = root.canonicalize().expect("canonical root");
+    let prompts = [
+        r#"Use tool acp-lsp::references with {"file": "src/geometry.rs", "line": 2, "column": 8}"#
+            .to_string(),
+    ];
+    let env = [("XDG_RUNTIME_DIR", runtime.as_path())];
+    let replies = tokio::time::timeout(
+        SESSION_TIMEOUT,
+        converse_with_env(
+            &root,
+            &elizacp,
+            &["--shared"],
+            &env,
+            &prompts,
+            Arc::new(Mutex::new(Seen::default())),
+        ),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("no end of the conversation within {SESSION_TIMEOUT:?}"));
+    let references = &replies[0];
+    assert!(references.starts_with("OK: "), "{references}");
+    assert!(references.contains("5 references:"), "{references}");
+    assert!(
+        references.contains("src/stats.rs:6:28: let second = geometry::area(b.0, b.1);"),
+        "{references}"
+    );
+
+    // The answer came from the daemon's rust-analyzer, not one of the proxy's.
+    let status = tokio::process::Command::new(env!("CARGO_BIN_EXE_acp-lsp"))
+        .args(["daemon", "status", "--json"])
+        .env("XDG_RUNTIME_DIR", &runtime)
+        .output()
+        .await
+        .expect("run daemon status");
+    assert!(status.status.success(), "no daemon answered");
+    let status: serde_json::Value = serde_json::from_slice(&status.stdout).expect("status JSON");
+    let servers = status["servers"].as_array().expect("servers");
+    assert!(
+        servers.iter().any(|s| s["name"] == "rust-analyzer"),
+        "{status}"
+    );
+    // The daemon ends with its servers (it would after its idle grace).
+    let daemon = status["pid"].as_u64().expect("daemon pid") as i32;
+    // SAFETY: kill only sends a signal.
+    unsafe {
+        libc::kill(daemon, libc::SIGTERM);
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -7,11 +7,13 @@
 //! comments and string literals blanked; every path through `crate::`,
 //! `super::` or `self::` (in `use` trees, braces expanded, and inline in
 //! code) is resolved to the file of the module it names. Code inside a
-//! `#[cfg(test)]` module is left out: tests may reach anywhere. Module files
+//! `#[cfg(test)]` module (inline, or a file of its own such as `foo/tests.rs`)
+//! is left out: tests may reach anywhere. Module files
 //! (`mod.rs`) naming their own children (re-exports) are not edges back.
 //!
 //! The rules:
-//! - `jsonrpc`, `read` and `record` use nothing of ours but themselves.
+//! - `jsonrpc` and `sys` use nothing of ours but themselves; `read` and
+//!   `record` only `sys`.
 //! - `gate` uses only `gate` and `jsonrpc` (an editor host embeds it over
 //!   its own servers; it knows no processes, relay or MCP).
 //! - `lsp` uses no `acp`, `mcp`, `conformance`, `oneshot`, `cli`, `edit`.
@@ -20,6 +22,7 @@
 //!   longer circle; a subdirectory counts as one file (`lsp/server/` is one
 //!   entry of `lsp/`), and a file may use its own directory's `mod.rs`.
 //! - No two top-level modules use each other, directly or round a circle.
+//! - Only `src/sys.rs` names `libc` (every `unsafe` system call in one place).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -36,6 +39,26 @@ const EVERY_OTHER: &[&str] = &[
     "daemon",
     "edit",
     "gate",
+    "host",
+    "jsonrpc",
+    "lsp",
+    "mcp",
+    "oneshot",
+    "read",
+    "record",
+    "sys",
+];
+
+/// The same but `sys` (the safe wrappers over `libc`), for the leaves that
+/// make system calls.
+const EVERY_OTHER_BUT_SYS: &[&str] = &[
+    "acp",
+    "agent_process",
+    "cli",
+    "conformance",
+    "edit",
+    "gate",
+    "host",
     "jsonrpc",
     "lsp",
     "mcp",
@@ -47,8 +70,9 @@ const EVERY_OTHER: &[&str] = &[
 /// Top-level modules a module may not use, by the ARCHITECTURE's layers.
 const FORBIDDEN: &[(&str, &[&str])] = &[
     ("jsonrpc", EVERY_OTHER),
-    ("read", EVERY_OTHER),
-    ("record", EVERY_OTHER),
+    ("sys", EVERY_OTHER),
+    ("read", EVERY_OTHER_BUT_SYS),
+    ("record", EVERY_OTHER_BUT_SYS),
     (
         "gate",
         &[
@@ -62,17 +86,37 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
             "oneshot",
             "read",
             "record",
+            "sys",
         ],
     ),
     (
         "lsp",
-        &["acp", "cli", "conformance", "edit", "mcp", "oneshot"],
+        &[
+            "acp",
+            "cli",
+            "conformance",
+            "edit",
+            "host",
+            "mcp",
+            "oneshot",
+        ],
     ),
     (
         "edit",
-        &["acp", "cli", "conformance", "lsp", "mcp", "oneshot"],
+        &["acp", "cli", "conformance", "host", "lsp", "mcp", "oneshot"],
     ),
-    ("daemon", &["cli", "conformance", "edit", "mcp", "oneshot"]),
+    (
+        "daemon",
+        &[
+            "acp",
+            "cli",
+            "conformance",
+            "edit",
+            "host",
+            "mcp",
+            "oneshot",
+        ],
+    ),
 ];
 
 // ---------------------------------------------------------------------------
@@ -115,7 +159,43 @@ fn library_files(src: &Path) -> BTreeMap<ModPath, PathBuf> {
         }
         out.insert(parts, file);
     }
+    // A file that is a test module (`#[cfg(test)] mod tests;` in its
+    // parent) is test code: left out like an inline one.
+    let tests: Vec<ModPath> = out
+        .iter()
+        .flat_map(|(module, file)| {
+            let text = std::fs::read_to_string(file).expect("source is UTF-8");
+            test_module_files(&code_only(&text))
+                .into_iter()
+                .map(|name| {
+                    let mut child = module.clone();
+                    child.push(name);
+                    child
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    for module in tests {
+        out.remove(&module);
+    }
     out
+}
+
+/// The names of the out-of-line modules declared `#[cfg(test)] mod NAME;`.
+fn test_module_files(code: &str) -> Vec<String> {
+    let tokens = tokens(code);
+    let test_attr = ["#", "[", "cfg", "(", "test", ")", "]", "mod"];
+    tokens
+        .windows(test_attr.len() + 2)
+        .filter(|w| {
+            w[..test_attr.len()]
+                .iter()
+                .zip(test_attr)
+                .all(|(t, a)| t == a)
+        })
+        .filter(|w| w[test_attr.len() + 1] == ";")
+        .map(|w| w[test_attr.len()].clone())
+        .collect()
 }
 
 /// The source with comments and the contents of string and char literals
@@ -563,6 +643,42 @@ fn no_circles_between_top_level_modules() {
     );
 }
 
+/// Every `libc` call is in `src/sys.rs`, behind a safe wrapper with its
+/// `// SAFETY:` reasoning; the rest of the library names no `libc`.
+#[test]
+fn libc_only_in_sys() {
+    // Every file of the library and the `acp-lsp` binary, test modules
+    // included (`src/bin/` holds the fake server, a crate of its own).
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+            let path = entry.expect("directory entry").path();
+            if path.is_dir() && !path.ends_with("bin") {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+    let src = src_dir();
+    let mut files = Vec::new();
+    walk(&src, &mut files);
+    assert!(files.len() > 20, "the walk finds the sources: {files:?}");
+    let found: Vec<String> = files
+        .into_iter()
+        .filter(|file| *file != src.join("sys.rs"))
+        .filter(|file| {
+            let text = std::fs::read_to_string(file).expect("source is UTF-8");
+            code_only(&text).contains("libc::")
+        })
+        .map(|file| file.display().to_string())
+        .collect();
+    assert!(
+        found.is_empty(),
+        "libc named outside src/sys.rs (add a safe wrapper there):\n  {}",
+        found.join("\n  ")
+    );
+}
+
 /// The checker itself: it sees the edges it must see.
 #[test]
 fn the_checker_reads_use_trees_inline_paths_and_test_modules() {
@@ -614,4 +730,11 @@ mod inner {
             "{module} seen in a comment, a string or a test module: {named:?}"
         );
     }
+    assert_eq!(
+        test_module_files(&code_only(
+            "#[cfg(test)]\nmod tests;\nmod real;\n#[cfg(test)]\nmod inline {}"
+        )),
+        ["tests"],
+        "an out-of-line test module is seen, and only that"
+    );
 }

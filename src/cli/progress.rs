@@ -16,15 +16,15 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 /// A wait shorter than this shows nothing.
-pub const SHOW_AFTER: Duration = Duration::from_millis(500);
+pub(crate) const SHOW_AFTER: Duration = Duration::from_millis(500);
 /// Overrides [`SHOW_AFTER`], in milliseconds (tests set 0 to see the lines
 /// without depending on how long a server takes).
 pub const SHOW_AFTER_ENV: &str = "ACP_LSP_PROGRESS_AFTER_MS";
 /// How often the line is recomputed from the servers' states.
-pub const REFRESH: Duration = Duration::from_millis(100);
+pub(crate) const REFRESH: Duration = Duration::from_millis(100);
 /// Plain output: at most one line this often, unless what is waited for
 /// changes (a new server, a new state).
-pub const PLAIN_INTERVAL: Duration = Duration::from_secs(2);
+pub(crate) const PLAIN_INTERVAL: Duration = Duration::from_secs(2);
 /// How long the spinner takes per frame.
 const SPINNER_TICK: Duration = Duration::from_millis(120);
 

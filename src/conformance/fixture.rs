@@ -87,7 +87,7 @@ struct WriteStep {
 }
 
 /// Parses one line of the record format.
-pub fn parse_line(number: usize, text: &str) -> Result<Line, String> {
+pub(crate) fn parse_line(number: usize, text: &str) -> Result<Line, String> {
     let raw: RawLine = serde_json::from_str(text).map_err(|e| e.to_string())?;
     let dir = Dir::parse(&raw.dir).ok_or_else(|| format!("unknown dir {:?}", raw.dir))?;
     let body = if dir == Dir::Workspace {
@@ -159,7 +159,7 @@ pub struct ScenarioMeta {
 /// `project_code = "run"` unless the scenario says otherwise. The fixtures
 /// hold no build scripts or plugins, and their recordings were made with
 /// servers' defaults; the trust setting is tested elsewhere.
-pub fn config_with_defaults(scenario_config: &str) -> Result<String, String> {
+pub(crate) fn config_with_defaults(scenario_config: &str) -> Result<String, String> {
     let mut doc: toml_edit::DocumentMut = scenario_config.parse().map_err(|e| format!("{e}"))?;
     if !doc.contains_key("project_code") {
         doc.insert("project_code", toml_edit::value("run"));
@@ -242,7 +242,7 @@ impl Scenario {
 }
 
 /// Every scenario folder under `fixtures` (those with a `session.jsonl`), by name.
-pub fn scenario_dirs(fixtures: &Path) -> Result<Vec<PathBuf>, ConformanceError> {
+pub(crate) fn scenario_dirs(fixtures: &Path) -> Result<Vec<PathBuf>, ConformanceError> {
     let entries = std::fs::read_dir(fixtures).map_err(|e| ConformanceError::Io {
         what: format!("reading {}", fixtures.display()),
         source: e,
@@ -280,7 +280,9 @@ pub fn copy_workspace(from: &Path, to: &Path, root: &str) -> std::io::Result<()>
 }
 
 /// Files under `dir` (relative path → bytes), for comparing workspaces.
-pub fn read_tree(dir: &Path) -> std::io::Result<std::collections::BTreeMap<String, Vec<u8>>> {
+pub(crate) fn read_tree(
+    dir: &Path,
+) -> std::io::Result<std::collections::BTreeMap<String, Vec<u8>>> {
     fn walk(
         base: &Path,
         dir: &Path,

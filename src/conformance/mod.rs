@@ -12,7 +12,7 @@ pub mod replay;
 pub mod report;
 pub mod rfd;
 pub mod suite;
-pub mod transcript;
+pub(crate) mod transcript;
 pub mod wire;
 
 pub use fixture::{Scenario, ScenarioMeta};
@@ -25,10 +25,10 @@ use std::time::Duration;
 /// acp-lsp a scenario relies on, such as restart backoff).
 pub const STEP_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long the proxy may take to exit once the editor closed its input.
-pub const PROXY_EXIT_TIMEOUT: Duration = Duration::from_secs(15);
+pub(crate) const PROXY_EXIT_TIMEOUT: Duration = Duration::from_secs(15);
 /// How long a live session (recording, normative run) waits for one answer
 /// from a real server, which may be indexing.
-pub const LIVE_ANSWER_TIMEOUT: Duration = Duration::from_secs(120);
+pub(crate) const LIVE_ANSWER_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Why a scenario could not be run at all (a failing scenario is an
 /// [`Outcome`], not an error).

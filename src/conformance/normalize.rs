@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 pub const ROOT: &str = "${ROOT}";
 
 /// The placeholder for the serverId of `name` rooted at `${ROOT}/sub`.
-pub fn server_placeholder(name: &str, sub: &str) -> String {
+pub(crate) fn server_placeholder(name: &str, sub: &str) -> String {
     let sub = sub.trim_matches('/');
     if sub.is_empty() {
         format!("${{serverId:{name}}}")
@@ -21,7 +21,11 @@ pub fn server_placeholder(name: &str, sub: &str) -> String {
 
 /// The placeholder of server `name` whose root is `server_root`, below the
 /// workspace `workspace_root` (as a recording's `spawn` event gives them).
-pub fn placeholder_for(name: &str, server_root: &std::path::Path, workspace_root: &str) -> String {
+pub(crate) fn placeholder_for(
+    name: &str,
+    server_root: &std::path::Path,
+    workspace_root: &str,
+) -> String {
     let sub = server_root
         .strip_prefix(workspace_root)
         .map(|p| p.to_string_lossy().into_owned())
@@ -47,7 +51,7 @@ impl Bindings {
     }
 
     /// Recorded text → what goes on the wire now.
-    pub fn to_live(&self, text: &str) -> String {
+    pub(crate) fn to_live(&self, text: &str) -> String {
         let mut out = text.replace(ROOT, &self.root);
         for (placeholder, live) in &self.servers {
             if out.contains(placeholder.as_str()) {
@@ -58,7 +62,7 @@ impl Bindings {
     }
 
     /// Live text → its recorded form.
-    pub fn to_recorded(&self, text: &str) -> String {
+    pub(crate) fn to_recorded(&self, text: &str) -> String {
         let mut out = text.to_string();
         for (placeholder, live) in &self.servers {
             if !live.is_empty() && out.contains(live.as_str()) {
@@ -74,7 +78,7 @@ impl Bindings {
 
 /// Field-level normalisation of a message (already in recorded form).
 /// Returns whether anything was replaced.
-pub fn normalize_fields(value: &mut Value, toward_server: bool) -> bool {
+pub(crate) fn normalize_fields(value: &mut Value, toward_server: bool) -> bool {
     let mut changed = false;
     if toward_server && value_method(value) == Some("initialize") {
         {

@@ -16,7 +16,7 @@ use std::path::Path;
 
 /// Re-records a scenario against acp-lsp and the real servers: rewrites
 /// `session.jsonl` (and `expect/` when the session wrote).
-pub async fn record_fixture(
+pub(crate) async fn record_fixture(
     scenario: &Scenario,
     acp_lsp: &Path,
 ) -> Result<Outcome, ConformanceError> {

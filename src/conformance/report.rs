@@ -25,7 +25,7 @@ impl Failure {
         }
     }
 
-    pub fn with_diff(mut self, recorded: &Value, live: &Value) -> Failure {
+    pub(crate) fn with_diff(mut self, recorded: &Value, live: &Value) -> Failure {
         self.diff = Some(diff(recorded, live));
         self
     }

@@ -17,7 +17,7 @@ pub enum Level {
 
 /// One requirement on the client.
 #[derive(Debug, Clone, Copy)]
-pub struct Requirement {
+pub(crate) struct Requirement {
     pub id: &'static str,
     pub level: Level,
     pub text: &'static str,
@@ -40,7 +40,7 @@ const fn should(id: &'static str, text: &'static str) -> Requirement {
 }
 
 /// Every client requirement of the RFD, in its order.
-pub const REQUIREMENTS: &[Requirement] = &[
+pub(crate) const REQUIREMENTS: &[Requirement] = &[
     must(
         "capability",
         "advertise `lsp` in initialize (clientCapabilities in v1, capabilities in v2)",
@@ -125,7 +125,7 @@ pub const REQUIREMENTS: &[Requirement] = &[
 ];
 
 /// The requirement a refused method falls under.
-pub fn refusal_requirement(category: crate::gate::Refusal) -> &'static str {
+pub(crate) fn refusal_requirement(category: crate::gate::Refusal) -> &'static str {
     use crate::gate::Refusal;
     match category {
         Refusal::Notification => "refuse-notifications",
@@ -258,7 +258,7 @@ pub fn checklist_table(rows: &[ChecklistRow]) -> String {
 /// The requirements only a view of the servers' side can check, from a
 /// recording: `capabilities` equal to the server's initialize result's, and
 /// each forwarded request's `params` equal to the agent's.
-pub fn server_side_verdicts(scenario: &super::fixture::Scenario) -> Verdicts {
+pub(crate) fn server_side_verdicts(scenario: &super::fixture::Scenario) -> Verdicts {
     use super::fixture::{Body, Dir};
     use serde_json::Value;
     let mut verdicts = Verdicts::default();

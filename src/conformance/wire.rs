@@ -66,7 +66,7 @@ impl Inbox {
         }
     }
 
-    pub fn unconsumed(&self) -> impl Iterator<Item = (usize, &Received)> {
+    pub(crate) fn unconsumed(&self) -> impl Iterator<Item = (usize, &Received)> {
         self.received
             .iter()
             .enumerate()
@@ -226,7 +226,7 @@ pub async fn bridge(socket: &Path) -> std::io::Result<()> {
 }
 
 /// Accepts one bridge connection and reads its [`Hello`].
-pub async fn accept_bridge(
+pub(crate) async fn accept_bridge(
     listener: &tokio::net::UnixListener,
     framing: Framing,
     close_on_eof: bool,

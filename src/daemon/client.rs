@@ -19,7 +19,6 @@ use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;
 use std::collections::HashMap;
 use std::io;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
@@ -409,15 +408,7 @@ fn start_daemon(paths: &Paths, launcher: &Launcher) -> Result<(), ConnectError> 
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(log);
-    // SAFETY: setsid is async-signal-safe and touches only the child.
-    unsafe {
-        command.pre_exec(|| {
-            if libc::setsid() < 0 {
-                return Err(io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+    crate::sys::start_new_session(&mut command);
     let mut child = command.spawn().map_err(spawn_error)?;
     tracing::info!(pid = child.id(), socket = %paths.socket.display(), "started the shared daemon");
     std::thread::spawn(move || {
@@ -540,6 +531,33 @@ impl LspHost for RemoteHost {
             path: path.to_path_buf(),
             text: text.to_string(),
         });
+    }
+
+    async fn start_all(&self, session: &Session) {
+        let id = session.id().to_string();
+        let answer: Result<(), GateError> = self
+            .call_typed(|| Op::StartAll {
+                session: id.clone(),
+            })
+            .await;
+        if let Err(error) = answer {
+            tracing::debug!(%error, "startAll: the shared daemon did not answer");
+        }
+    }
+
+    async fn ensure_ready(&self, session: &Session, server_id: &str, wait: Duration) {
+        let id = session.id().to_string();
+        let answer: Result<(), GateError> = self
+            .call_typed(|| Op::EnsureReady {
+                session: id.clone(),
+                server_id: server_id.to_string(),
+                wait_ms: wait.as_millis() as u64,
+            })
+            .await;
+        if let Err(error) = answer {
+            // What follows (the listing, the request) reports the server's state.
+            tracing::debug!(%error, "ensure_ready: the shared daemon did not answer");
+        }
     }
 
     async fn diagnostics(

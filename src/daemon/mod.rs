@@ -12,7 +12,6 @@
 
 pub mod client;
 pub mod paths;
-pub mod proxy;
 pub mod serve;
 pub mod status;
 pub mod wire;

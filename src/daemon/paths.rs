@@ -39,8 +39,7 @@ impl Paths {
 
     /// The same under `base` (tests).
     pub fn under(base: &Path, config: Option<&Path>) -> io::Result<Paths> {
-        // SAFETY: getuid has no preconditions and cannot fail.
-        let uid = unsafe { libc::getuid() };
+        let uid = crate::sys::effective_uid();
         let dir = base.join(format!("acp-lsp-daemon-{uid}"));
         private_dir(&dir, uid)?;
         let config = config.map(|c| c.canonicalize()).transpose()?;

@@ -22,7 +22,6 @@ use serde_json::value::RawValue;
 use std::collections::{HashMap, HashSet};
 use std::io::{self, Write};
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::io::AsRawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -124,9 +123,7 @@ async fn take_lock(paths: &Paths) -> io::Result<Option<std::fs::File>> {
         .open(&paths.lock)?;
     let deadline = Instant::now() + STARTUP_GRACE;
     loop {
-        // SAFETY: flock on a descriptor we own.
-        let locked = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0;
-        if locked {
+        if crate::sys::try_lock_exclusive(&file) {
             file.set_len(0)?;
             writeln!(file, "{}", std::process::id())?;
             return Ok(Some(file));
@@ -415,6 +412,43 @@ impl Daemon {
                             .diagnostics(&session, documents, Duration::from_millis(wait_ms))
                             .await
                             .and_then(|entries| to_raw(&entries)),
+                        None => Err(GateError::UnknownSession(name)),
+                    };
+                    send(&tx, id, answer);
+                });
+            }
+            Op::StartAll { session: name } => {
+                let daemon = Arc::clone(self);
+                let session = self.sessions.get(&client.session_key(&name));
+                let tx = client.tx.clone();
+                tasks.spawn(async move {
+                    let answer = match session {
+                        Some(session) => {
+                            daemon.registry.start_all(&session).await;
+                            to_raw(&())
+                        }
+                        None => Err(GateError::UnknownSession(name)),
+                    };
+                    send(&tx, id, answer);
+                });
+            }
+            Op::EnsureReady {
+                session: name,
+                server_id,
+                wait_ms,
+            } => {
+                let daemon = Arc::clone(self);
+                let session = self.sessions.get(&client.session_key(&name));
+                let tx = client.tx.clone();
+                tasks.spawn(async move {
+                    let answer = match session {
+                        Some(session) => {
+                            daemon
+                                .registry
+                                .ensure_ready(&session, &server_id, Duration::from_millis(wait_ms))
+                                .await;
+                            to_raw(&())
+                        }
                         None => Err(GateError::UnknownSession(name)),
                     };
                     send(&tx, id, answer);

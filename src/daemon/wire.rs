@@ -53,6 +53,18 @@ pub enum Op {
     Cancel {
         target: u64,
     },
+    /// `lsp/servers` with `_meta.startAll`: starts every server of the
+    /// session (within the daemon's cap); answered with `null`.
+    StartAll {
+        session: String,
+    },
+    /// Starts a server of the session if need be and waits (up to
+    /// `wait_ms`) for it to settle; answered with `null`.
+    EnsureReady {
+        session: String,
+        server_id: String,
+        wait_ms: u64,
+    },
     Diagnostics {
         session: String,
         documents: Vec<(String, PathBuf)>,

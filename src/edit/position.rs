@@ -93,7 +93,7 @@ impl LineIndex {
     }
 
     /// Number of lines; a text ending in a line terminator has an empty last line.
-    pub fn line_count(&self) -> usize {
+    pub(crate) fn line_count(&self) -> usize {
         self.starts.len()
     }
 

@@ -3,12 +3,14 @@
 //! The lists are the normative ones of `rfd/lsp-over-acp.md`; keep them in step.
 
 /// The spellings under which the gate's two ACP methods are accepted.
-pub const SERVERS_METHODS: &[&str] = &["lsp/servers", "_lsp/servers", "_zed.dev/lsp/servers"];
+pub(crate) const SERVERS_METHODS: &[&str] =
+    &["lsp/servers", "_lsp/servers", "_zed.dev/lsp/servers"];
 /// See [`SERVERS_METHODS`].
-pub const REQUEST_METHODS: &[&str] = &["lsp/request", "_lsp/request", "_zed.dev/lsp/request"];
+pub(crate) const REQUEST_METHODS: &[&str] =
+    &["lsp/request", "_lsp/request", "_zed.dev/lsp/request"];
 
 /// acp-lsp's extension: the latest diagnostics (rfd section 12).
-pub const DIAGNOSTICS_METHODS: &[&str] = &["_acp-lsp/diagnostics"];
+pub(crate) const DIAGNOSTICS_METHODS: &[&str] = &["_acp-lsp/diagnostics"];
 
 /// One of the gate's own ACP methods.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,10 +83,10 @@ impl Refusal {
 }
 
 /// Lifecycle methods.
-pub const LIFECYCLE: &[&str] = &["initialize", "initialized", "shutdown", "exit"];
+pub(crate) const LIFECYCLE: &[&str] = &["initialize", "initialized", "shutdown", "exit"];
 
 /// Document synchronisation, requests and notifications alike.
-pub const DOCUMENT_SYNC: &[&str] = &[
+pub(crate) const DOCUMENT_SYNC: &[&str] = &[
     "textDocument/didOpen",
     "textDocument/didChange",
     "textDocument/didClose",
@@ -104,7 +106,7 @@ pub const DOCUMENT_SYNC: &[&str] = &[
 ];
 
 /// Other client→server notifications. Every `$/` method is refused as well.
-pub const NOTIFICATIONS: &[&str] = &[
+pub(crate) const NOTIFICATIONS: &[&str] = &[
     "$/cancelRequest",
     "$/setTrace",
     "$/progress",
@@ -113,14 +115,14 @@ pub const NOTIFICATIONS: &[&str] = &[
 
 /// File lifecycle requests: refused for agents (RFD), sent only by acp-lsp's
 /// own rename ([`crate::gate::Gate::call_internal_file_lifecycle`]).
-pub const FILE_LIFECYCLE: &[&str] = &[
+pub(crate) const FILE_LIFECYCLE: &[&str] = &[
     "workspace/willCreateFiles",
     "workspace/willRenameFiles",
     "workspace/willDeleteFiles",
 ];
 
 /// Editor-interaction requests, refused (RFD).
-pub const EDITOR_INTERACTION: &[&str] = &[
+pub(crate) const EDITOR_INTERACTION: &[&str] = &[
     "textDocument/foldingRange",
     "textDocument/selectionRange",
     "textDocument/linkedEditingRange",
@@ -128,7 +130,7 @@ pub const EDITOR_INTERACTION: &[&str] = &[
 ];
 
 /// Server→client methods (requests and notifications).
-pub const SERVER_TO_CLIENT: &[&str] = &[
+pub(crate) const SERVER_TO_CLIENT: &[&str] = &[
     "workspace/applyEdit",
     "workspace/configuration",
     "workspace/workspaceFolders",
@@ -155,7 +157,7 @@ pub const SERVER_TO_CLIENT: &[&str] = &[
 /// for sessions where some server allows a command, and a server extension
 /// (`rust-analyzer/expandMacro`) only where a server's configuration names it
 /// (`extension_methods`); everything else is `method_not_forwarded`.
-pub const FORWARDED: &[&str] = &[
+pub(crate) const FORWARDED: &[&str] = &[
     "callHierarchy/incomingCalls",
     "callHierarchy/outgoingCalls",
     "codeAction/resolve",
@@ -238,7 +240,7 @@ pub fn retried_on_content_modified(method: &str) -> bool {
 }
 
 /// The command-running request, forwarded only with an allowlisted command.
-pub const EXECUTE_COMMAND: &str = "workspace/executeCommand";
+pub(crate) const EXECUTE_COMMAND: &str = "workspace/executeCommand";
 
 /// Why `method` belongs to a category the RFD refuses, or `None` when it is
 /// in none (it is then forwarded if it is in `availableMethods`).

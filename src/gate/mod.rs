@@ -9,7 +9,9 @@
 pub mod confine;
 pub mod entry;
 pub mod error;
+pub mod host;
 pub mod methods;
+mod params;
 pub mod session;
 
 use crate::jsonrpc::{self, depth, Limits, RequestId};
@@ -31,107 +33,19 @@ pub use entry::{
     ServerSummary, ServersResult, State,
 };
 pub use error::{GateError, NotRunning};
+pub use host::{HostCall, HostReply, LspHost, Route};
 pub use methods::{GateMethod, Refusal};
 pub use session::{Session, SessionTable};
 
+use self::params::*;
+
 /// Longest `waitUntilReady` honoured.
-pub const MAX_WAIT_UNTIL_READY: Duration = Duration::from_secs(300);
+pub(crate) const MAX_WAIT_UNTIL_READY: Duration = Duration::from_secs(300);
 /// Default most `lsp/request`s (and MCP tool requests) in flight per session;
 /// one more is refused at once with `overloaded` (retryable), never queued.
 pub const DEFAULT_MAX_REQUESTS_PER_SESSION: usize = 32;
 /// Default most `lsp/request`s in flight over all sessions.
 pub const DEFAULT_MAX_REQUESTS_TOTAL: usize = 128;
-
-/// What the gate needs to know to route a request to one server.
-#[derive(Debug, Clone)]
-pub struct Route {
-    pub execute_commands: Vec<String>,
-    /// Server extension methods forwarded to this server.
-    pub extension_methods: Vec<String>,
-    pub request_timeout: Duration,
-}
-
-/// One forwarded request, as the host receives it.
-#[derive(Debug)]
-pub struct HostCall {
-    pub session: Arc<Session>,
-    pub server_id: String,
-    pub method: String,
-    pub params: Option<Box<RawValue>>,
-    /// The document URIs the params name (see [`named_documents`]), found while
-    /// the gate had the params parsed, so the host need not parse them again.
-    pub documents: Vec<String>,
-    /// Cancelled when the agent cancels: send the server `$/cancelRequest` and
-    /// return its answer, or [`GateError::Cancelled`] if none comes soon.
-    pub cancel: CancellationToken,
-    /// Wait this long for the server to be ready instead of failing at once.
-    pub wait_until_ready: Option<Duration>,
-}
-
-/// A host's answer to a forwarded request.
-#[derive(Debug)]
-pub struct HostReply {
-    /// The server's `result`, verbatim.
-    pub result: Box<RawValue>,
-    /// Goes to the response's `_meta` (e.g. `documents`, what the server saw).
-    pub meta: Option<Box<RawValue>>,
-}
-
-/// The servers behind the gate. acp-lsp's registry implements it; so can an
-/// editor host over its own servers.
-///
-/// A host's `request` future may be dropped (deadline, or the relay ending
-/// because the agent or the editor went away): it must then tell the server
-/// (`$/cancelRequest`) and forget the request. A host that panics fails only
-/// that request: the gate answers it with -32603 `internal`.
-pub trait LspHost: Send + Sync + 'static {
-    /// The servers serving a session's roots.
-    fn servers(&self, session: &Session) -> impl Future<Output = Vec<ServerEntry>> + Send;
-
-    /// Checks that `server_id` serves `session` and says how to route to it.
-    fn route(
-        &self,
-        session: &Session,
-        server_id: &str,
-    ) -> impl Future<Output = Result<Route, GateError>> + Send;
-
-    /// Forwards one request and returns the server's result.
-    fn request(&self, call: HostCall) -> impl Future<Output = Result<HostReply, GateError>> + Send;
-
-    /// **[acp-lsp]** `lsp/servers` with `_meta.startAll: true`: start every
-    /// server of the session now (within the host's own limits), before the
-    /// listing. Hosts that start everything anyway need not implement it.
-    fn start_all(&self, _session: &Session) -> impl Future<Output = ()> + Send {
-        async {}
-    }
-
-    /// A session's roots were committed (servers may start indexing now).
-    fn session_opened(self: &Arc<Self>, _session: &Arc<Session>) {}
-
-    /// A session ended.
-    fn session_closed(self: &Arc<Self>, _session: &Arc<Session>) {}
-
-    /// The editor confirmed an `fs/write_text_file` of the session's agent.
-    /// Called before the confirmation is forwarded to the agent, so the host
-    /// must take the text in synchronously: the agent's next `lsp/request`
-    /// has to see it.
-    fn text_written(&self, _session: &Arc<Session>, _path: &std::path::Path, _text: &str) {}
-
-    /// `_acp-lsp/diagnostics`: the latest published diagnostics of the session's
-    /// servers, as `textDocument/publishDiagnostics` params with `serverId` and
-    /// `fresh` added. With `documents`, only those, each first synced from disk,
-    /// then pulled (servers with `diagnosticProvider`) or waited for (up to
-    /// `wait`) until a publish reflects its text: one entry per (document,
-    /// server), with `mode` and `timedOut` added.
-    fn diagnostics(
-        &self,
-        _session: &Session,
-        _documents: Vec<(String, std::path::PathBuf)>,
-        _wait: Duration,
-    ) -> impl Future<Output = Result<Vec<Box<RawValue>>, GateError>> + Send {
-        async { Ok(Vec::new()) }
-    }
-}
 
 /// Configuration of the gate itself.
 #[derive(Debug, Clone)]
@@ -261,79 +175,6 @@ pub struct Gate<H> {
     /// Serials of [`InFlightEntry`]s.
     next_serial: AtomicU64,
     quota: Mutex<Quota>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct ServersParams<'a> {
-    #[serde(borrow)]
-    session_id: Cow<'a, str>,
-    /// acp-lsp's extension: `_meta.startAll`.
-    #[serde(default, rename = "_meta")]
-    meta: Option<ServersMeta>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct ServersMeta {
-    #[serde(default)]
-    start_all: bool,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct RequestParams<'a> {
-    #[serde(borrow)]
-    session_id: Cow<'a, str>,
-    #[serde(borrow)]
-    server_id: Cow<'a, str>,
-    #[serde(borrow)]
-    method: Cow<'a, str>,
-    /// Required by the RFD, `null` included: `None` only when the member is
-    /// missing (checked after the method, whose refusal says more).
-    #[serde(borrow, default, deserialize_with = "present")]
-    params: Option<&'a RawValue>,
-    /// acp-lsp's extension, where ACP wants it: `_meta.waitUntilReady`.
-    #[serde(default, rename = "_meta")]
-    meta: Option<RequestMeta>,
-    /// The same at the top level, as acp-lsp 0.1 took it; still accepted.
-    #[serde(default)]
-    wait_until_ready: Option<u64>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct RequestMeta {
-    #[serde(default)]
-    wait_until_ready: Option<u64>,
-}
-
-/// A member that is there, even as `null` (a plain `Option` reads `null` as absent).
-fn present<'de, D>(deserializer: D) -> Result<Option<&'de RawValue>, D::Error>
-where
-    D: serde::Deserializer<'de>,
-{
-    <&RawValue>::deserialize(deserializer).map(Some)
-}
-
-/// Who is asking: an agent gets exactly the RFD's `availableMethods`;
-/// acp-lsp's own rename may also send the file lifecycle requests that LSP
-/// has a client send while it applies file renames.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Caller {
-    Agent,
-    FileLifecycle,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct DiagnosticsParams<'a> {
-    #[serde(borrow)]
-    session_id: Cow<'a, str>,
-    #[serde(default)]
-    uris: Option<Vec<String>>,
-    #[serde(default)]
-    wait_ms: Option<u64>,
 }
 
 impl<H: LspHost> Gate<H> {
@@ -781,7 +622,7 @@ pub fn available_methods(servers: &[ServerEntry]) -> Vec<String> {
 /// The document URIs a request's params name (rfd section 5): `textDocument.uri`, and the
 /// `uri` of hierarchy items (`item.uri`). Other URIs (locations in results,
 /// workspace edits) are not documents the request reads.
-pub fn named_documents(params: &serde_json::Value) -> Vec<String> {
+pub(crate) fn named_documents(params: &serde_json::Value) -> Vec<String> {
     let mut out = Vec::new();
     for key in ["textDocument", "item"] {
         if let Some(uri) = params

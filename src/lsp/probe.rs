@@ -298,13 +298,10 @@ fn read_capped(
 }
 
 fn kill_group(pid: u32) {
-    let Ok(pgid) = libc::pid_t::try_from(pid) else {
+    let Some(pgid) = crate::sys::pid(pid) else {
         return;
     };
-    // SAFETY: killpg only sends a signal; it has no memory-safety preconditions.
-    unsafe {
-        libc::killpg(pgid, libc::SIGKILL);
-    }
+    let _ = crate::sys::kill_group(pgid, crate::sys::Signal::Kill);
 }
 
 #[cfg(test)]

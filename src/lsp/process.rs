@@ -7,10 +7,10 @@
 //!
 //! * **Environment.** The child gets only the variables of the proxy's
 //!   environment that language servers and the tools they run need: the
-//!   allowlist [`ENV_ALLOWED`] (exact names) and [`ENV_ALLOWED_PREFIXES`] /
-//!   [`ENV_ALLOWED_SUFFIXES`] (toolchain families, proxies), where a
+//!   allowlist `env::ENV_ALLOWED` (exact names) and `env::ENV_ALLOWED_PREFIXES` /
+//!   `env::ENV_ALLOWED_SUFFIXES` (toolchain families, proxies), where a
 //!   prefix/suffix match is still refused when the name looks like a
-//!   credential ([`looks_like_credential`]: `npm_config__auth`,
+//!   credential (`env::looks_like_credential`: `npm_config__auth`,
 //!   `CARGO_REGISTRY_TOKEN`). Variables named in
 //!   [`SpawnSpec::env_passthrough`] (exact names, or `PREFIX*`) are let
 //!   through as well; then [`SpawnSpec::env_extra`] is applied on top.
@@ -42,6 +42,16 @@
 //! Everything here needs a tokio runtime (the child is reaped by tokio and the
 //! stderr drain is a task).
 
+mod env;
+mod stderr;
+
+pub(crate) use self::env::{is_allowed_env, sanitized_env};
+use self::stderr::drain_stderr;
+pub use self::stderr::{
+    StderrRing, DEFAULT_STDERR_CAPACITY, MAX_STDERR_LINE, MAX_STDERR_LINES_PER_SEC, STDERR_TARGET,
+};
+
+use crate::sys::{Pid, Signal};
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
 use std::io;
@@ -58,176 +68,14 @@ use tokio::task::JoinHandle;
 /// own after `exit` and closing stdin.
 pub const EXIT_GRACE: Duration = Duration::from_secs(2);
 /// How long the group gets between `SIGTERM` and `SIGKILL`.
-pub const TERM_GRACE: Duration = Duration::from_secs(2);
+pub(crate) const TERM_GRACE: Duration = Duration::from_secs(2);
 /// How long to wait for the kernel to report the leader dead after `SIGKILL`
 /// (a process stuck in uninterruptible sleep cannot be reaped sooner).
-pub const KILL_REAP_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const KILL_REAP_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long [`ServerProcess::wait`] lets the stderr drain reach end-of-file
 /// after the leader exited, so that [`ServerProcess::stderr_tail`] holds the
 /// server's last words.
-pub const STDERR_SETTLE: Duration = Duration::from_millis(250);
-/// Bytes of stderr kept per server by default.
-pub const DEFAULT_STDERR_CAPACITY: usize = 64 * 1024;
-/// `tracing` target under which server stderr lines are logged (at `DEBUG`).
-pub const STDERR_TARGET: &str = "acp_lsp::server_stderr";
-/// Longest stderr line forwarded to `tracing`; the rest of the line is dropped.
-pub const MAX_STDERR_LINE: usize = 1024;
-/// Most stderr lines forwarded to `tracing` per server per second; the others
-/// are counted and reported as suppressed.
-pub const MAX_STDERR_LINES_PER_SEC: u32 = 50;
-/// Read size of the stderr drain.
-const STDERR_READ_CHUNK: usize = 16 * 1024;
-/// Variables a server inherits by exact name, each with the reason it is
-/// needed. README.md ("Server environment") lists the same table.
-pub const ENV_ALLOWED: &[(&str, &str)] = &[
-    (
-        "PATH",
-        "finding the server's own helpers, toolchains and interpreters",
-    ),
-    (
-        "HOME",
-        "per-user caches and configuration (~/.cargo, ~/.cache, ~/.npm)",
-    ),
-    ("USER", "tools that key caches or paths on the user name"),
-    (
-        "LOGNAME",
-        "the same, on systems that set LOGNAME instead of USER",
-    ),
-    ("SHELL", "servers that run tasks through the user's shell"),
-    ("LANG", "locale: text encoding of tool output and messages"),
-    ("LANGUAGE", "locale: message language"),
-    ("TZ", "time zone of timestamps in messages"),
-    ("TERM", "tools that check whether output is a terminal"),
-    ("TMPDIR", "where temporary files go"),
-    (
-        "NETRC",
-        "the credentials file git and cargo use to fetch dependencies (a path)",
-    ),
-    (
-        "SSH_AUTH_SOCK",
-        "the ssh agent, for git dependencies over ssh",
-    ),
-    ("GIT_ASKPASS", "the helper git asks for fetch credentials"),
-    ("SSH_ASKPASS", "the same for ssh"),
-    ("GIT_SSH", "the ssh program git uses to fetch"),
-    ("GIT_SSH_COMMAND", "the same, as a command line"),
-    (
-        "SSL_CERT_FILE",
-        "a custom CA bundle for fetching through a TLS proxy",
-    ),
-    ("SSL_CERT_DIR", "the same, as a directory"),
-    (
-        "RUSTFLAGS",
-        "rust-analyzer's cargo runs must use the user's flags",
-    ),
-    ("RUSTDOCFLAGS", "the same for rustdoc"),
-    ("GOPATH", "gopls: where modules and tools live"),
-    ("GOROOT", "gopls: which Go toolchain"),
-    ("GOBIN", "gopls: where go tools are installed"),
-    ("GOFLAGS", "gopls: the user's default go flags"),
-    ("GOPROXY", "gopls: where modules are fetched from"),
-    ("GOPRIVATE", "gopls: which modules bypass the proxy"),
-    ("GONOPROXY", "gopls: the same, for the proxy only"),
-    (
-        "GONOSUMDB",
-        "gopls: modules not checked against the sum database",
-    ),
-    ("GOSUMDB", "gopls: the checksum database"),
-    ("GOINSECURE", "gopls: modules fetched without TLS"),
-    ("GOCACHE", "gopls: the build cache"),
-    ("GOMODCACHE", "gopls: the module cache"),
-    ("GOENV", "gopls: the go env file"),
-    ("GOTOOLCHAIN", "gopls: which toolchain go selects"),
-    ("GOWORK", "gopls: the workspace file"),
-    ("GO111MODULE", "gopls: module mode"),
-    ("GOOS", "gopls: target OS"),
-    ("GOARCH", "gopls: target architecture"),
-    ("CGO_ENABLED", "gopls: cgo on or off"),
-    (
-        "VIRTUAL_ENV",
-        "pyright/pylsp: the active Python virtual environment",
-    ),
-    (
-        "CC",
-        "C compiler for build scripts and clangd's driver queries",
-    ),
-    ("CXX", "C++ compiler, the same"),
-    ("CPATH", "clangd: extra include directories"),
-    ("C_INCLUDE_PATH", "clangd: extra C include directories"),
-    (
-        "CPLUS_INCLUDE_PATH",
-        "clangd: extra C++ include directories",
-    ),
-    (
-        "PKG_CONFIG_PATH",
-        "build scripts that locate system libraries",
-    ),
-    (
-        "LD_LIBRARY_PATH",
-        "servers and toolchains installed outside the system library path",
-    ),
-];
-
-/// Families of variables a server inherits by name prefix, with the reason;
-/// a name that [`looks_like_credential`] is refused even so.
-pub const ENV_ALLOWED_PREFIXES: &[(&str, &str)] = &[
-    ("LC_", "locale categories"),
-    (
-        "XDG_",
-        "base directories for configuration, caches and runtime files",
-    ),
-    ("RUSTUP_", "rustup: which toolchain, where it lives"),
-    (
-        "CARGO_",
-        "cargo: home, target directory, offline mode, registries' URLs",
-    ),
-    (
-        "RUSTC",
-        "RUSTC, RUSTC_WRAPPER, RUSTC_BOOTSTRAP: the compiler cargo runs",
-    ),
-    ("RUST_", "RUST_SRC_PATH, RUST_LOG, RUST_BACKTRACE"),
-    ("RA_", "rust-analyzer's own variables (RA_LOG)"),
-    ("PYTHON", "PYTHONPATH, PYTHONHOME: Python import resolution"),
-    ("PYENV_", "pyenv: which Python the shims select"),
-    ("CONDA_", "conda: the active environment"),
-    (
-        "NODE_",
-        "Node: NODE_PATH, NODE_OPTIONS, NODE_EXTRA_CA_CERTS",
-    ),
-    ("NVM_", "nvm: which Node"),
-    (
-        "npm_config_",
-        "npm's configuration (registry, cache, proxy)",
-    ),
-    ("NPM_CONFIG_", "the same, upper case"),
-];
-
-/// Families of variables a server inherits by name suffix (any case), with
-/// the reason. A proxy URL may carry a user and password: it is passed all
-/// the same, since fetching dependencies through the proxy needs it.
-pub const ENV_ALLOWED_SUFFIXES: &[(&str, &str)] = &[(
-    "_PROXY",
-    "HTTP_PROXY, HTTPS_PROXY, NO_PROXY, ALL_PROXY: how cargo, npm and go reach the network",
-)];
-
-/// Parts of a name (upper case) that mark a variable as a credential even
-/// inside an allowed family: anywhere in the name.
-const CREDENTIAL_SUBSTRINGS: &[&str] = &[
-    "TOKEN",
-    "SECRET",
-    "PASSWORD",
-    "PASSWD",
-    "AUTH",
-    "CREDENTIAL",
-    "COOKIE",
-    "SESSION",
-    "PRIVATE",
-    "KEY",
-    "JWT",
-];
-/// The same, as a whole `_`-separated word of the name.
-const CREDENTIAL_WORDS: &[&str] = &["PAT", "PWD", "PASS", "DSN", "PIN"];
-
+pub(crate) const STDERR_SETTLE: Duration = Duration::from_millis(250);
 /// What to run, where, and with which environment.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SpawnSpec {
@@ -288,166 +136,12 @@ pub enum Termination {
 
 impl Termination {
     /// The leader's exit status, if it was reaped.
-    pub fn exit_status(&self) -> Option<ExitStatus> {
+    pub(crate) fn exit_status(&self) -> Option<ExitStatus> {
         match self {
             Termination::Exited(status) | Termination::Terminated(status) => Some(*status),
             Termination::Killed(status) => *status,
         }
     }
-}
-
-/// A bounded byte ring keeping the last `capacity` bytes pushed into it.
-#[derive(Debug, Clone)]
-pub struct StderrRing {
-    buf: Vec<u8>,
-    /// Index of the oldest byte.
-    start: usize,
-    len: usize,
-    total: u64,
-}
-
-impl StderrRing {
-    pub fn new(capacity: usize) -> Self {
-        StderrRing {
-            buf: vec![0; capacity],
-            start: 0,
-            len: 0,
-            total: 0,
-        }
-    }
-
-    /// Appends `data`, overwriting the oldest bytes once full.
-    pub fn push(&mut self, data: &[u8]) {
-        self.total = self.total.saturating_add(data.len() as u64);
-        let cap = self.buf.len();
-        if cap == 0 || data.is_empty() {
-            return;
-        }
-        if data.len() >= cap {
-            self.buf.copy_from_slice(&data[data.len() - cap..]);
-            self.start = 0;
-            self.len = cap;
-            return;
-        }
-        let end = (self.start + self.len) % cap;
-        let first = data.len().min(cap - end);
-        self.buf[end..end + first].copy_from_slice(&data[..first]);
-        let rest = data.len() - first;
-        self.buf[..rest].copy_from_slice(&data[first..]);
-        let new_len = self.len + data.len();
-        if new_len > cap {
-            self.start = (self.start + new_len - cap) % cap;
-            self.len = cap;
-        } else {
-            self.len = new_len;
-        }
-    }
-
-    /// The kept bytes, oldest first.
-    pub fn bytes(&self) -> Vec<u8> {
-        let cap = self.buf.len();
-        let mut out = Vec::with_capacity(self.len);
-        if self.len == 0 {
-            return out;
-        }
-        let first = self.len.min(cap - self.start);
-        out.extend_from_slice(&self.buf[self.start..self.start + first]);
-        out.extend_from_slice(&self.buf[..self.len - first]);
-        out
-    }
-
-    /// The kept bytes as text (lossy UTF-8). When older bytes were dropped, a
-    /// character cut in half at the start is skipped rather than shown as `�`.
-    pub fn snapshot(&self) -> String {
-        let bytes = self.bytes();
-        let mut from = 0;
-        if self.dropped_bytes() > 0 {
-            while from < bytes.len().min(3) && bytes[from] & 0xC0 == 0x80 {
-                from += 1;
-            }
-        }
-        String::from_utf8_lossy(&bytes[from..]).into_owned()
-    }
-
-    pub fn capacity(&self) -> usize {
-        self.buf.len()
-    }
-
-    /// Bytes currently kept.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// Bytes ever pushed.
-    pub fn total_bytes(&self) -> u64 {
-        self.total
-    }
-
-    /// Bytes pushed but no longer kept.
-    pub fn dropped_bytes(&self) -> u64 {
-        self.total - self.len as u64
-    }
-}
-
-/// Whether a variable name looks like it holds a credential.
-pub fn looks_like_credential(name: &str) -> bool {
-    let upper = name.to_ascii_uppercase();
-    CREDENTIAL_SUBSTRINGS
-        .iter()
-        .any(|part| upper.contains(part))
-        || upper
-            .split(|c: char| !c.is_ascii_alphanumeric())
-            .any(|word| CREDENTIAL_WORDS.contains(&word))
-}
-
-/// Whether a variable of the proxy's environment is passed to servers by
-/// the allowlist (without `env_passthrough`).
-pub fn is_allowed_env(name: &OsStr) -> bool {
-    let Some(name) = name.to_str() else {
-        return false;
-    };
-    if ENV_ALLOWED.iter().any(|(allowed, _)| *allowed == name) {
-        return true;
-    }
-    let upper = name.to_ascii_uppercase();
-    let family = ENV_ALLOWED_PREFIXES
-        .iter()
-        .any(|(prefix, _)| name.starts_with(prefix))
-        || ENV_ALLOWED_SUFFIXES
-            .iter()
-            .any(|(suffix, _)| upper.ends_with(suffix));
-    family && !looks_like_credential(name)
-}
-
-/// Whether `name` is one of `passthrough`: an exact name, or `PREFIX*`.
-fn is_passed_through(name: &OsStr, passthrough: &[String]) -> bool {
-    let Some(name) = name.to_str() else {
-        return false;
-    };
-    passthrough.iter().any(|keep| match keep.strip_suffix('*') {
-        Some(prefix) => name.starts_with(prefix),
-        None => keep == name,
-    })
-}
-
-/// The environment a server gets: the allowed variables of `base` and those
-/// named in `env_passthrough`, then `env_extra` applied.
-pub fn sanitized_env<I>(base: I, spec: &SpawnSpec) -> Vec<(OsString, OsString)>
-where
-    I: IntoIterator<Item = (OsString, OsString)>,
-{
-    let mut env: BTreeMap<OsString, OsString> = base
-        .into_iter()
-        .filter(|(name, _)| is_allowed_env(name) || is_passed_through(name, &spec.env_passthrough))
-        .collect();
-    for (name, value) in &spec.env_extra {
-        env.insert(OsString::from(name), OsString::from(value));
-    }
-    env.into_iter().collect()
 }
 
 /// One running (or exited but not yet dropped) language server.
@@ -456,7 +150,7 @@ pub struct ServerProcess {
     name: Arc<str>,
     child: Child,
     /// Process group id, equal to the leader's pid.
-    pgid: libc::pid_t,
+    pgid: Pid,
     /// Set once the leader has been reaped; from then on its pid may be reused,
     /// so the group is no longer signalled except by the one sweep in `on_reaped`.
     status: Option<ExitStatus>,
@@ -472,7 +166,7 @@ impl ServerProcess {
     }
 
     /// [`ServerProcess::spawn`] with a chosen stderr ring size.
-    pub fn spawn_with_stderr_capacity(
+    pub(crate) fn spawn_with_stderr_capacity(
         name: &str,
         spec: &SpawnSpec,
         stderr_capacity: usize,
@@ -504,8 +198,7 @@ impl ServerProcess {
             .stderr(Stdio::piped())
             .kill_on_drop(true)
             .process_group(0);
-        #[cfg(target_os = "linux")]
-        set_parent_death_signal(&mut cmd);
+        crate::sys::set_parent_death_signal(&mut cmd, Signal::Kill);
 
         let mut child = cmd.spawn().map_err(|source| {
             if source.kind() == io::ErrorKind::NotFound {
@@ -519,7 +212,7 @@ impl ServerProcess {
         let pid = child
             .id()
             .expect("BUG: a child that was just spawned has a pid");
-        let pgid = libc::pid_t::try_from(pid).expect("BUG: a pid fits in pid_t");
+        let pgid = crate::sys::pid(pid).expect("BUG: a pid fits in pid_t");
         let stdin = child
             .stdin
             .take()
@@ -615,7 +308,11 @@ impl ServerProcess {
     }
 
     /// [`ServerProcess::terminate`] with a chosen `SIGTERM` grace.
-    pub async fn terminate_with(&mut self, grace: Duration, term_grace: Duration) -> Termination {
+    pub(crate) async fn terminate_with(
+        &mut self,
+        grace: Duration,
+        term_grace: Duration,
+    ) -> Termination {
         let outcome = self.escalate(grace, term_grace).await;
         self.settle_stderr().await;
         tracing::debug!(server = %self.name, ?outcome, "language server ended");
@@ -626,11 +323,11 @@ impl ServerProcess {
         if let Ok(Ok(status)) = tokio::time::timeout(grace, self.wait_reaped()).await {
             return Termination::Exited(status);
         }
-        self.signal_group(libc::SIGTERM);
+        self.signal_group(Signal::Term);
         if let Ok(Ok(status)) = tokio::time::timeout(term_grace, self.wait_reaped()).await {
             return Termination::Terminated(status);
         }
-        self.signal_group(libc::SIGKILL);
+        self.signal_group(Signal::Kill);
         match tokio::time::timeout(KILL_REAP_TIMEOUT, self.wait_reaped()).await {
             Ok(Ok(status)) => Termination::Killed(Some(status)),
             Ok(Err(error)) => {
@@ -647,7 +344,7 @@ impl ServerProcess {
     /// `SIGKILL`s the whole process group now (no-op once the leader was reaped;
     /// its group was swept then).
     pub fn kill_group_now(&mut self) {
-        self.signal_group(libc::SIGKILL);
+        self.signal_group(Signal::Kill);
     }
 
     /// The leader's resident memory in bytes, from `/proc/<pid>/statm` (Linux only).
@@ -674,12 +371,12 @@ impl ServerProcess {
     fn on_reaped(&mut self, status: ExitStatus) {
         self.status = Some(status);
         tracing::debug!(server = %self.name, %status, "language server exited");
-        send_group_signal(self.pgid, libc::SIGKILL);
+        send_group_signal(self.pgid, Signal::Kill);
         guardian::unwatch(self.pgid);
     }
 
     /// Signals the group while its leader is unreaped (so the id is still ours).
-    fn signal_group(&mut self, signal: libc::c_int) {
+    fn signal_group(&mut self, signal: Signal) {
         if self.status.is_none() {
             send_group_signal(self.pgid, signal);
         }
@@ -697,7 +394,7 @@ impl ServerProcess {
 impl Drop for ServerProcess {
     fn drop(&mut self) {
         // Kills grandchildren too; tokio's kill_on_drop then reaps the leader.
-        self.signal_group(libc::SIGKILL);
+        self.signal_group(Signal::Kill);
         if self.status.is_none() {
             guardian::unwatch(self.pgid);
         }
@@ -720,6 +417,7 @@ impl Drop for ServerProcess {
 /// its `ServerProcess` is dropped, so a group id is only ever signalled while it
 /// is still ours. Without `/bin/sh` the guardian is skipped (logged).
 pub(crate) mod guardian {
+    use crate::sys::Pid;
     use std::io::Write;
     use std::os::fd::AsRawFd;
     use std::os::unix::process::CommandExt;
@@ -741,11 +439,11 @@ for g in $groups; do kill -s KILL -- "-$g" 2>/dev/null; done
 
     static GUARDIAN: OnceLock<Mutex<Option<ChildStdin>>> = OnceLock::new();
 
-    pub(crate) fn watch(pgid: libc::pid_t) {
+    pub(crate) fn watch(pgid: Pid) {
         send(&format!("+{pgid}\n"));
     }
 
-    pub(crate) fn unwatch(pgid: libc::pid_t) {
+    pub(crate) fn unwatch(pgid: Pid) {
         send(&format!("-{pgid}\n"));
     }
 
@@ -782,13 +480,7 @@ for g in $groups; do kill -s KILL -- "-$g" 2>/dev/null; done
                 None
             }
         }?;
-        // SAFETY: fcntl on a pipe descriptor we own changes only its flags.
-        let nonblocking = unsafe {
-            let fd = stdin.as_raw_fd();
-            let flags = libc::fcntl(fd, libc::F_GETFL);
-            flags != -1 && libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) != -1
-        };
-        if !nonblocking {
+        if !crate::sys::set_nonblocking(stdin.as_raw_fd()) {
             tracing::warn!("cannot make the orphan guardian's pipe non-blocking; not using it");
             return None;
         }
@@ -797,14 +489,12 @@ for g in $groups; do kill -s KILL -- "-$g" 2>/dev/null; done
 }
 
 /// Resident memory of process `pid`, from `/proc/<pid>/statm` (Linux only).
-pub fn resident_memory_of(pid: u32) -> Option<u64> {
+pub(crate) fn resident_memory_of(pid: u32) -> Option<u64> {
     #[cfg(target_os = "linux")]
     {
         let statm = std::fs::read_to_string(format!("/proc/{pid}/statm")).ok()?;
         let pages: u64 = statm.split_ascii_whitespace().nth(1)?.parse().ok()?;
-        // SAFETY: sysconf has no preconditions and touches no memory of ours.
-        let page_size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-        let page_size = u64::try_from(page_size).ok().filter(|size| *size > 0)?;
+        let page_size = crate::sys::page_size()?;
         Some(pages.saturating_mul(page_size))
     }
     #[cfg(not(target_os = "linux"))]
@@ -815,364 +505,13 @@ pub fn resident_memory_of(pid: u32) -> Option<u64> {
 }
 
 /// Signals a process group; a group already gone is not an error.
-pub(crate) fn send_group_signal(pgid: libc::pid_t, signal: libc::c_int) {
-    // SAFETY: killpg only sends a signal; it has no memory-safety preconditions.
-    let rc = unsafe { libc::killpg(pgid, signal) };
-    if rc != 0 {
-        let error = io::Error::last_os_error();
-        if error.raw_os_error() != Some(libc::ESRCH) {
-            tracing::debug!(pgid, signal, %error, "killpg failed");
-        }
-    }
-}
-
-/// Arranges for the child to get `SIGKILL` when the spawning thread dies.
-#[cfg(target_os = "linux")]
-fn set_parent_death_signal(cmd: &mut Command) {
-    let parent = std::process::id();
-    // SAFETY: the closure runs in the forked child before exec, where only
-    // async-signal-safe functions may be called. It calls prctl and getppid
-    // (both async-signal-safe system calls), reads errno, and builds io::Errors
-    // from raw OS codes, which does not allocate. It captures only a u32.
-    unsafe {
-        cmd.pre_exec(move || {
-            if libc::prctl(
-                libc::PR_SET_PDEATHSIG,
-                libc::SIGKILL as libc::c_ulong,
-                0,
-                0,
-                0,
-            ) == -1
-            {
-                return Err(io::Error::last_os_error());
-            }
-            // The parent may have died between fork and prctl, in which case the
-            // death signal will never come: give up instead of running orphaned.
-            if u32::try_from(libc::getppid()).ok() != Some(parent) {
-                return Err(io::Error::from_raw_os_error(libc::ESRCH));
-            }
-            Ok(())
-        });
-    }
-}
-
-/// Reads the server's stderr until end-of-file into `ring`, forwarding lines to `tracing`.
-async fn drain_stderr(name: Arc<str>, mut stderr: ChildStderr, ring: Arc<Mutex<StderrRing>>) {
-    let mut buf = vec![0u8; STDERR_READ_CHUNK];
-    let mut lines = LineForwarder::new(Arc::clone(&name));
-    loop {
-        match stderr.read(&mut buf).await {
-            Ok(0) => break,
-            Ok(n) => {
-                let chunk = &buf[..n];
-                ring.lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .push(chunk);
-                lines.feed(chunk);
-            }
-            Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
-            Err(error) => {
-                tracing::debug!(server = %name, %error, "reading language server stderr failed");
-                break;
-            }
-        }
-    }
-    lines.finish();
-}
-
-/// Splits stderr into lines for `tracing`, truncating long lines and limiting the rate.
-struct LineForwarder {
-    name: Arc<str>,
-    line: Vec<u8>,
-    /// Bytes of the current line dropped for exceeding [`MAX_STDERR_LINE`].
-    cut: usize,
-    window_start: Instant,
-    emitted: u32,
-    suppressed: u64,
-}
-
-impl LineForwarder {
-    fn new(name: Arc<str>) -> Self {
-        LineForwarder {
-            name,
-            line: Vec::new(),
-            cut: 0,
-            window_start: Instant::now(),
-            emitted: 0,
-            suppressed: 0,
-        }
-    }
-
-    fn feed(&mut self, chunk: &[u8]) {
-        if !tracing::enabled!(target: STDERR_TARGET, tracing::Level::DEBUG) {
-            self.line.clear();
-            self.cut = 0;
-            return;
-        }
-        for piece in chunk.split_inclusive(|b| *b == b'\n') {
-            let (content, complete) = match piece.strip_suffix(b"\n") {
-                Some(content) => (content, true),
-                None => (piece, false),
-            };
-            let room = MAX_STDERR_LINE.saturating_sub(self.line.len());
-            let keep = content.len().min(room);
-            self.line.extend_from_slice(&content[..keep]);
-            self.cut += content.len() - keep;
-            if complete {
-                self.emit();
-            }
-        }
-    }
-
-    fn finish(&mut self) {
-        if !self.line.is_empty() || self.cut > 0 {
-            self.emit();
-        }
-        self.report_suppressed();
-    }
-
-    fn emit(&mut self) {
-        let now = Instant::now();
-        if now.duration_since(self.window_start) >= Duration::from_secs(1) {
-            self.report_suppressed();
-            self.window_start = now;
-            self.emitted = 0;
-        }
-        if self.emitted < MAX_STDERR_LINES_PER_SEC {
-            self.emitted += 1;
-            let text = self.line.strip_suffix(b"\r").unwrap_or(&self.line);
-            let text = String::from_utf8_lossy(text);
-            if self.cut > 0 {
-                tracing::debug!(target: STDERR_TARGET, server = %self.name, truncated_bytes = self.cut, "{text}");
-            } else {
-                tracing::debug!(target: STDERR_TARGET, server = %self.name, "{text}");
-            }
-        } else {
-            self.suppressed += 1;
-        }
-        self.line.clear();
-        self.cut = 0;
-    }
-
-    fn report_suppressed(&mut self) {
-        if self.suppressed > 0 {
-            tracing::debug!(
-                target: STDERR_TARGET,
-                server = %self.name,
-                suppressed = self.suppressed,
-                "stderr lines suppressed (rate limit)"
-            );
-            self.suppressed = 0;
+pub(crate) fn send_group_signal(pgid: Pid, signal: Signal) {
+    if let Err(error) = crate::sys::kill_group(pgid, signal) {
+        if !crate::sys::is_no_such_process(&error) {
+            tracing::debug!(pgid, ?signal, %error, "killpg failed");
         }
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ring_keeps_everything_below_capacity() {
-        let mut ring = StderrRing::new(8);
-        ring.push(b"abc");
-        ring.push(b"de");
-        assert_eq!(ring.bytes(), b"abcde");
-        assert_eq!(ring.len(), 5);
-        assert_eq!(ring.dropped_bytes(), 0);
-        assert_eq!(ring.snapshot(), "abcde");
-    }
-
-    #[test]
-    fn ring_wraps_around_keeping_the_last_bytes() {
-        let mut ring = StderrRing::new(8);
-        ring.push(b"abcdef");
-        ring.push(b"ghij");
-        assert_eq!(ring.bytes(), b"cdefghij");
-        ring.push(b"k");
-        assert_eq!(ring.bytes(), b"defghijk");
-        ring.push(b"lmnopq");
-        assert_eq!(ring.bytes(), b"jklmnopq");
-        assert_eq!(ring.len(), 8);
-        assert_eq!(ring.total_bytes(), 17);
-        assert_eq!(ring.dropped_bytes(), 9);
-    }
-
-    #[test]
-    fn ring_push_larger_than_capacity_keeps_its_tail() {
-        let mut ring = StderrRing::new(4);
-        ring.push(b"xy");
-        ring.push(b"0123456789");
-        assert_eq!(ring.bytes(), b"6789");
-        ring.push(b"ab");
-        assert_eq!(ring.snapshot(), "89ab");
-    }
-
-    #[test]
-    fn ring_matches_a_naive_model_over_many_pushes() {
-        let mut ring = StderrRing::new(13);
-        let mut model: Vec<u8> = Vec::new();
-        for i in 0..200u32 {
-            let chunk: Vec<u8> = (0..(i * 7 % 17)).map(|j| (i + j) as u8).collect();
-            ring.push(&chunk);
-            model.extend_from_slice(&chunk);
-            let keep = model.len().min(13);
-            assert_eq!(ring.bytes(), &model[model.len() - keep..], "after push {i}");
-        }
-    }
-
-    #[test]
-    fn ring_of_zero_capacity_only_counts() {
-        let mut ring = StderrRing::new(0);
-        ring.push(b"abc");
-        assert!(ring.is_empty());
-        assert_eq!(ring.total_bytes(), 3);
-        assert_eq!(ring.snapshot(), "");
-    }
-
-    #[test]
-    fn ring_snapshot_skips_a_character_cut_at_the_start() {
-        let mut ring = StderrRing::new(4);
-        ring.push("aé€".as_bytes()); // 61 c3 a9 e2 82 ac
-        assert_eq!(ring.bytes(), [0xa9, 0xe2, 0x82, 0xac]);
-        assert_eq!(ring.snapshot(), "€");
-    }
-
-    /// A `tracing` writer collecting output in memory.
-    #[derive(Clone, Default)]
-    struct Captured(Arc<Mutex<Vec<u8>>>);
-
-    impl io::Write for Captured {
-        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(buf);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> io::Result<()> {
-            Ok(())
-        }
-    }
-
-    impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
-        type Writer = Captured;
-        fn make_writer(&'a self) -> Captured {
-            self.clone()
-        }
-    }
-
-    #[test]
-    fn stderr_lines_are_split_truncated_and_rate_limited() {
-        let captured = Captured::default();
-        let subscriber = tracing_subscriber::fmt()
-            .with_max_level(tracing::Level::DEBUG)
-            .with_ansi(false)
-            .with_writer(captured.clone())
-            .finish();
-        tracing::subscriber::with_default(subscriber, || {
-            let mut lines = LineForwarder::new(Arc::from("srv"));
-            lines.feed(b"hello\r\nwor");
-            lines.feed(b"ld\n");
-            lines.feed(&[b'x'; MAX_STDERR_LINE + 100]);
-            lines.feed(b"yyy\n");
-            for _ in 0..200 {
-                lines.feed(b"spam\n");
-            }
-            lines.feed(b"unterminated");
-            lines.finish();
-        });
-        let out = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
-        let lines: Vec<&str> = out.lines().collect();
-        assert!(lines[0].ends_with(": hello server=srv"), "{}", lines[0]);
-        assert!(lines[1].ends_with(": world server=srv"), "{}", lines[1]);
-        assert!(lines[2].contains("truncated_bytes=103"), "{}", lines[2]);
-        assert!(lines[2].contains(&"x".repeat(MAX_STDERR_LINE)));
-        assert!(!lines[2].contains(&"x".repeat(MAX_STDERR_LINE + 1)));
-        let spam = lines
-            .iter()
-            .filter(|l| l.ends_with(": spam server=srv"))
-            .count();
-        assert_eq!(spam, MAX_STDERR_LINES_PER_SEC as usize - 3);
-        let suppressed = 200 - spam + 1; // plus the unterminated last line
-        let last = lines.last().copied().unwrap_or_default();
-        assert!(last.contains(&format!("suppressed={suppressed}")), "{last}");
-        assert_eq!(lines.len(), 3 + spam + 1);
-    }
-
-    #[test]
-    fn the_allowlist_keeps_toolchain_variables_and_refuses_credentials_in_their_families() {
-        for name in [
-            "PATH",
-            "HOME",
-            "LC_ALL",
-            "XDG_CACHE_HOME",
-            "RUSTUP_TOOLCHAIN",
-            "CARGO_HOME",
-            "CARGO_TARGET_DIR",
-            "RUSTC_WRAPPER",
-            "GOPATH",
-            "VIRTUAL_ENV",
-            "PYTHONPATH",
-            "NODE_OPTIONS",
-            "npm_config_registry",
-            "HTTPS_PROXY",
-            "no_proxy",
-            "SSH_AUTH_SOCK",
-            "GIT_ASKPASS",
-        ] {
-            assert!(is_allowed_env(OsStr::new(name)), "{name}");
-        }
-        for name in [
-            "MY_API_KEY",
-            "GITHUB_TOKEN",
-            "DATABASE_URL",
-            "CARGO_REGISTRY_TOKEN",
-            "CARGO_REGISTRIES_CORP_TOKEN",
-            "npm_config__auth",
-            "npm_config__authToken",
-            "NPM_CONFIG__AUTH",
-            "NODE_AUTH_TOKEN",
-            "PYTHON_KEYRING_PASSWORD",
-            "CONDA_PAT",
-            "SOMETHING_ELSE",
-        ] {
-            assert!(!is_allowed_env(OsStr::new(name)), "{name}");
-        }
-    }
-
-    #[test]
-    fn sanitized_env_drops_secrets_keeps_passthrough_and_applies_extras() {
-        let base = [
-            ("PATH", "/bin"),
-            ("MY_API_KEY", "s1"),
-            ("GITHUB_TOKEN", "s2"),
-            ("NPM_TOKEN", "s3"),
-            ("HOME", "/home/u"),
-            ("DATABASE_URL", "postgres://u:pw@db/x"),
-            ("CORP_A", "a"),
-            ("CORP_B", "b"),
-        ]
-        .map(|(k, v)| (OsString::from(k), OsString::from(v)));
-        let mut spec = SpawnSpec::new("x", "/");
-        spec.env_passthrough = vec!["NPM_TOKEN".into(), "CORP_*".into()];
-        spec.env_extra.insert("HOME".into(), "/tmp/h".into());
-        spec.env_extra.insert("RA_LOG".into(), "info".into());
-        let env: BTreeMap<String, String> = sanitized_env(base, &spec)
-            .into_iter()
-            .map(|(k, v)| {
-                (
-                    k.to_string_lossy().into_owned(),
-                    v.to_string_lossy().into_owned(),
-                )
-            })
-            .collect();
-        let expected: BTreeMap<String, String> = [
-            ("CORP_A", "a"),
-            ("CORP_B", "b"),
-            ("HOME", "/tmp/h"),
-            ("NPM_TOKEN", "s3"),
-            ("PATH", "/bin"),
-            ("RA_LOG", "info"),
-        ]
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .into();
-        assert_eq!(env, expected);
-    }
-}
+mod tests;

@@ -704,6 +704,31 @@ impl LspHost for Registry {
         }
     }
 
+    async fn ensure_ready(&self, session: &Session, server_id: &str, wait: Duration) {
+        // Only a server of this session (`route` refuses others).
+        if self.route(session, server_id).await.is_err() {
+            return;
+        }
+        let Some(server) = self.server(server_id) else {
+            return;
+        };
+        // Within max_running_servers: a refusal is reported by the request
+        // that follows.
+        let _ = self.start_server(server_id);
+        let _ = tokio::time::timeout(
+            wait,
+            server.wait_for_state(|s| {
+                matches!(
+                    s,
+                    crate::gate::ServerState::Ready
+                        | crate::gate::ServerState::Failed
+                        | crate::gate::ServerState::Stopped
+                )
+            }),
+        )
+        .await;
+    }
+
     async fn diagnostics(
         &self,
         session: &Session,

@@ -579,38 +579,16 @@ mod tests {
 
     #[tokio::test]
     async fn keepalive_is_on_with_the_named_idle_time() {
-        use std::os::fd::AsRawFd;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let stream = tokio::net::TcpStream::connect(listener.local_addr().unwrap())
             .await
             .unwrap();
-        let option = |level, name| {
-            let mut value: libc::c_int = 0;
-            let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-            // SAFETY: a valid socket, and an int-sized buffer with its length.
-            let rc = unsafe {
-                libc::getsockopt(
-                    stream.as_raw_fd(),
-                    level,
-                    name,
-                    (&mut value as *mut libc::c_int).cast(),
-                    &mut len,
-                )
-            };
-            assert_eq!(rc, 0);
-            value
-        };
-        assert_eq!(option(libc::SOL_SOCKET, libc::SO_KEEPALIVE), 0);
+        let socket = socket2::SockRef::from(&stream);
+        assert!(!socket.keepalive().unwrap());
         keep_alive(&stream);
-        assert_eq!(option(libc::SOL_SOCKET, libc::SO_KEEPALIVE), 1);
-        assert_eq!(
-            option(libc::IPPROTO_TCP, libc::TCP_KEEPIDLE) as u64,
-            KEEPALIVE_IDLE.as_secs()
-        );
-        assert_eq!(
-            option(libc::IPPROTO_TCP, libc::TCP_KEEPCNT) as u32,
-            KEEPALIVE_RETRIES
-        );
+        assert!(socket.keepalive().unwrap());
+        assert_eq!(socket.tcp_keepalive_time().unwrap(), KEEPALIVE_IDLE);
+        assert_eq!(socket.tcp_keepalive_retries().unwrap(), KEEPALIVE_RETRIES);
     }
 
     #[test]

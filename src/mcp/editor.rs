@@ -11,8 +11,8 @@
 
 use crate::edit::{AgentFs, AgentFsError};
 use crate::gate::{Gate, LspHost};
+use crate::host::ProxyHost;
 use crate::jsonrpc::RequestId;
-use crate::lsp::registry::Registry;
 use serde_json::json;
 use serde_json::value::RawValue;
 use std::collections::HashMap;
@@ -141,7 +141,7 @@ impl EditorFs {
     /// The editor's files as one session sees them.
     pub fn for_session<'a>(
         self: &'a Arc<Self>,
-        gate: &'a Arc<Gate<Registry>>,
+        gate: &'a Arc<Gate<ProxyHost>>,
         session_id: &'a str,
     ) -> SessionFs<'a> {
         SessionFs {
@@ -155,7 +155,7 @@ impl EditorFs {
 /// [`AgentFs`] over the editor, for one session.
 pub struct SessionFs<'a> {
     editor: &'a Arc<EditorFs>,
-    gate: &'a Arc<Gate<Registry>>,
+    gate: &'a Arc<Gate<ProxyHost>>,
     session_id: &'a str,
 }
 

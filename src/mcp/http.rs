@@ -25,8 +25,8 @@ use super::editor::EditorFs;
 use super::tokens::TokenTable;
 use super::tools::LspTools;
 use crate::gate::Gate;
+use crate::host::ProxyHost;
 use crate::lsp::config::McpHttpLimits;
-use crate::lsp::registry::Registry;
 use bytes::Bytes;
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Empty, Full, LengthLimitError, Limited};
@@ -51,7 +51,7 @@ pub struct McpHttp {
 }
 
 struct Shared {
-    gate: Arc<Gate<Registry>>,
+    gate: Arc<Gate<ProxyHost>>,
     tokens: Arc<TokenTable>,
     editor: Option<Arc<EditorFs>>,
     ready_wait: Duration,
@@ -64,7 +64,7 @@ impl McpHttp {
     /// Binds 127.0.0.1 on a free port and serves until dropped, with the
     /// default [`McpHttpLimits`].
     pub async fn bind(
-        gate: Arc<Gate<Registry>>,
+        gate: Arc<Gate<ProxyHost>>,
         tokens: Arc<TokenTable>,
         editor: Option<Arc<EditorFs>>,
         ready_wait: Duration,
@@ -74,7 +74,7 @@ impl McpHttp {
 
     /// [`McpHttp::bind`] with the given limits.
     pub async fn bind_with_limits(
-        gate: Arc<Gate<Registry>>,
+        gate: Arc<Gate<ProxyHost>>,
         tokens: Arc<TokenTable>,
         editor: Option<Arc<EditorFs>>,
         ready_wait: Duration,

@@ -14,7 +14,7 @@ use super::editor::EditorFs;
 use super::tokens::TokenTable;
 use super::tools::LspTools;
 use crate::gate::Gate;
-use crate::lsp::registry::Registry;
+use crate::host::ProxyHost;
 use rmcp::ServiceExt;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
@@ -41,8 +41,7 @@ pub fn remove_stale_dirs(tmp: &Path) -> usize {
     let Ok(entries) = std::fs::read_dir(tmp) else {
         return 0;
     };
-    // SAFETY: geteuid has no preconditions.
-    let me = unsafe { libc::geteuid() };
+    let me = crate::sys::effective_uid();
     let mut removed = 0;
     for entry in entries.flatten() {
         let name = entry.file_name();
@@ -66,7 +65,7 @@ pub fn remove_stale_dirs(tmp: &Path) -> usize {
 }
 
 /// The pid in a socket directory's name, if the name is one of ours.
-fn stale_dir_pid(name: &str) -> Option<libc::pid_t> {
+fn stale_dir_pid(name: &str) -> Option<crate::sys::Pid> {
     let (pid, random) = name.strip_prefix(DIR_PREFIX)?.split_once('-')?;
     if random.len() != 16 || !random.bytes().all(|b| b.is_ascii_hexdigit()) {
         return None;
@@ -74,14 +73,12 @@ fn stale_dir_pid(name: &str) -> Option<libc::pid_t> {
     if pid.is_empty() || !pid.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    pid.parse().ok().filter(|pid: &libc::pid_t| *pid > 0)
+    pid.parse().ok().filter(|pid: &crate::sys::Pid| *pid > 0)
 }
 
 /// Whether a process with this pid exists (of any user: `EPERM` means it does).
-fn process_exists(pid: libc::pid_t) -> bool {
-    // SAFETY: signal 0 only checks that the process exists.
-    let rc = unsafe { libc::kill(pid, 0) };
-    rc == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+fn process_exists(pid: crate::sys::Pid) -> bool {
+    crate::sys::process_exists(pid)
 }
 
 /// The listening socket; removes its directory on drop.
@@ -96,7 +93,7 @@ impl McpSocket {
     /// until dropped. `random` names the directory; `ready_wait` is how long
     /// a tool waits for its server (the proxy uses [`super::tools::READY_WAIT`]).
     pub fn bind(
-        gate: Arc<Gate<Registry>>,
+        gate: Arc<Gate<ProxyHost>>,
         tokens: Arc<TokenTable>,
         editor: Option<Arc<EditorFs>>,
         random: &str,
@@ -137,7 +134,7 @@ impl Drop for McpSocket {
 
 async fn accept_loop(
     listener: UnixListener,
-    gate: Arc<Gate<Registry>>,
+    gate: Arc<Gate<ProxyHost>>,
     tokens: Arc<TokenTable>,
     editor: Option<Arc<EditorFs>>,
     ready_wait: Duration,

@@ -262,21 +262,7 @@ fn notice_if_unconnected(entry: &Entry, session_id: &str) {
 /// 128 random bits from the kernel, as hex.
 pub(crate) fn random_token() -> std::io::Result<String> {
     let mut bytes = [0u8; 16];
-    let mut filled = 0;
-    while filled < bytes.len() {
-        // SAFETY: the pointer and length describe the unfilled tail of `bytes`.
-        let n = unsafe {
-            libc::getrandom(bytes[filled..].as_mut_ptr().cast(), bytes.len() - filled, 0)
-        };
-        if n < 0 {
-            let error = std::io::Error::last_os_error();
-            if error.kind() == std::io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(error);
-        }
-        filled += n as usize;
-    }
+    crate::sys::fill_random(&mut bytes)?;
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 

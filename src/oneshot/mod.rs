@@ -1,14 +1,18 @@
-//! One-shot use from the command line (`acp-lsp request`, `acp-lsp rename`):
-//! one session over one root, served through the same gate as agents, so the
-//! same refusals, confinement and document sync apply. The MCP server
-//! (`crate::mcp`) uses the same helpers over an agent's session
-//! ([`OneShot::attach`]).
+//! The session facade: requests through the gate for one session, with the
+//! same refusals, confinement and document sync as an agent's. The MCP
+//! tools (`crate::mcp`) use it over an agent's session ([`OneShot::attach`]);
+//! the command line (`acp-lsp request`, `acp-lsp rename`; `oneshot::cli`)
+//! over a session of its own.
+
+mod cli;
+
+pub use self::cli::{RenameOutcome, READY_WAIT, SESSION};
 
 use crate::gate::confine::{ConfineError, Confinement};
-use crate::gate::{Gate, GateError, GateMethod, ServerEntry, ServerState};
-use crate::lsp::config::Config;
+use crate::gate::{Gate, GateError, GateMethod, LspHost, ServerEntry};
+use crate::host::ProxyHost;
 use crate::lsp::documents::MAX_DOCUMENT_BYTES;
-use crate::lsp::registry::{Registry, RegistryOptions};
+use crate::lsp::registry::Registry;
 use crate::read::{read_confined, ReadError};
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
@@ -16,11 +20,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
-
-/// The session id the tools use.
-pub const SESSION: &str = "acp-lsp-cli";
-/// How long a tool waits for its server to be ready before asking.
-pub const READY_WAIT: Duration = Duration::from_secs(120);
 
 #[derive(Debug, thiserror::Error)]
 pub enum OneShotError {
@@ -84,8 +83,7 @@ pub struct OneShot {
     /// The session's roots; the first is where relative paths start.
     roots: Vec<PathBuf>,
     session: String,
-    registry: Arc<Registry>,
-    gate: Arc<Gate<Registry>>,
+    gate: Arc<Gate<ProxyHost>>,
     /// How long a request waits for its server to be ready.
     ready_wait: Duration,
     /// Cancels the requests in flight (the MCP client cancelled the tool call).
@@ -93,33 +91,10 @@ pub struct OneShot {
 }
 
 impl OneShot {
-    /// Opens the session. Servers start on first use: only the one asked is spawned.
-    pub fn start(root: &Path, config: Config) -> OneShot {
-        let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
-        let gate_config = config.gate_config();
-        let registry = Registry::new(
-            config,
-            RegistryOptions {
-                lazy: true,
-                ..RegistryOptions::default()
-            },
-        );
-        let gate = Gate::new(Arc::clone(&registry), gate_config);
-        gate.open_session(SESSION, vec![root.clone()]);
-        OneShot {
-            roots: vec![root],
-            session: SESSION.to_string(),
-            registry,
-            gate,
-            ready_wait: READY_WAIT,
-            cancel: CancellationToken::new(),
-        }
-    }
-
     /// The helpers over an open session of `gate` (`None` when the gate does
     /// not know it). Requests wait up to `ready_wait` for their server.
-    pub fn attach(
-        gate: &Arc<Gate<Registry>>,
+    pub(crate) fn attach(
+        gate: &Arc<Gate<ProxyHost>>,
         session_id: &str,
         ready_wait: Duration,
         cancel: CancellationToken,
@@ -128,7 +103,6 @@ impl OneShot {
         Some(OneShot {
             roots: session.roots().to_vec(),
             session: session_id.to_string(),
-            registry: Arc::clone(gate.host()),
             gate: Arc::clone(gate),
             ready_wait,
             cancel,
@@ -186,7 +160,7 @@ impl OneShot {
     /// Reads a confined file ([`OneShot::confine`]'s answer) off the runtime
     /// threads: a regular file of at most [`MAX_DOCUMENT_BYTES`], whose real
     /// path at the moment of the read is still inside the session.
-    pub async fn read_text(&self, path: &Path) -> Result<String, ReadError> {
+    pub(crate) async fn read_text(&self, path: &Path) -> Result<String, ReadError> {
         let confinement = self.confinement().ok_or(ReadError::OutsideRoots)?;
         read_confined(
             path.to_path_buf(),
@@ -202,12 +176,14 @@ impl OneShot {
         self.ready_wait
     }
 
-    pub fn gate(&self) -> &Arc<Gate<Registry>> {
+    pub fn gate(&self) -> &Arc<Gate<ProxyHost>> {
         &self.gate
     }
 
-    pub fn registry(&self) -> &Arc<Registry> {
-        &self.registry
+    /// The registry, when the servers are this process's own (the command
+    /// line's session; an agent's without `--shared`).
+    pub fn registry(&self) -> Option<&Arc<Registry>> {
+        self.gate.host().registry()
     }
 
     /// Calls the gate and returns the raw result (for `lsp/request`, the
@@ -227,7 +203,7 @@ impl OneShot {
             Ok(reply) => Ok(reply.result),
             Err((error, method)) => {
                 let server = if matches!(error, GateError::ServerError { .. }) {
-                    self.server_name(&params)
+                    self.server_name(&params).await
                 } else {
                     None
                 };
@@ -241,15 +217,18 @@ impl OneShot {
     }
 
     /// The name of the server an `lsp/request`'s params address.
-    fn server_name(&self, params: &RawValue) -> Option<Box<str>> {
+    async fn server_name(&self, params: &RawValue) -> Option<Box<str>> {
         #[derive(serde::Deserialize)]
         #[serde(rename_all = "camelCase")]
         struct Addressed {
             server_id: String,
         }
         let addressed: Addressed = serde_json::from_str(params.get()).ok()?;
-        let server = self.registry.server(&addressed.server_id)?;
-        Some(server.spec().config.name.as_str().into())
+        let servers = self.servers().await.ok()?;
+        let entry = servers
+            .into_iter()
+            .find(|s| s.server_id == addressed.server_id)?;
+        Some(entry.name.into())
     }
 
     /// The `lsp/servers` entries.
@@ -375,22 +354,12 @@ impl OneShot {
     /// (`ready_wait`); a server that fails or times out is reported by the
     /// request that follows.
     pub async fn started(&self, entry: ServerEntry) -> Result<ServerEntry, OneShotError> {
-        let Some(server) = self.registry.server(&entry.server_id) else {
-            return Ok(entry);
-        };
-        // Through the registry: within max_running_servers (a refusal is
-        // reported by the request that follows).
-        let _ = self.registry.start_server(&entry.server_id);
-        let _ = tokio::time::timeout(
-            self.ready_wait,
-            server.wait_for_state(|s| {
-                matches!(
-                    s,
-                    ServerState::Ready | ServerState::Failed | ServerState::Stopped
-                )
-            }),
-        )
-        .await;
+        if let Some(session) = self.gate.sessions().get(&self.session) {
+            self.gate
+                .host()
+                .ensure_ready(&session, &entry.server_id, self.ready_wait)
+                .await;
+        }
         let servers = self.servers().await?;
         Ok(servers
             .into_iter()
@@ -400,13 +369,13 @@ impl OneShot {
 
     /// Stops the servers.
     pub async fn shutdown(&self) {
-        self.registry.shutdown().await;
+        self.gate.host().shutdown().await;
     }
 }
 
 /// A server entry's verbatim `capabilities`, parsed (`null` if unreadable):
 /// what a tool reads to decide what to ask.
-pub fn capabilities_of(entry: &ServerEntry) -> Value {
+pub(crate) fn capabilities_of(entry: &ServerEntry) -> Value {
     serde_json::from_str(entry.capabilities.get()).unwrap_or(Value::Null)
 }
 
@@ -456,16 +425,6 @@ impl std::fmt::Display for FileLocation {
     }
 }
 
-/// What `rename` did.
-#[derive(Debug)]
-pub enum RenameOutcome {
-    /// The unified diff of what would change.
-    DryRun(String),
-    Applied(crate::edit::ApplyReport),
-    /// The server's edit changes no file (the symbol already has the name).
-    Unchanged,
-}
-
 #[derive(Debug, thiserror::Error)]
 pub enum RenameError {
     #[error(transparent)]
@@ -508,7 +467,7 @@ impl RenameError {
 
 /// A rename's `WorkspaceEdit`, with what is needed to apply it.
 #[derive(Debug)]
-pub struct RenameEdit {
+pub(crate) struct RenameEdit {
     /// The server's edit, with the `workspace/willRenameFiles` edits ahead of it.
     pub edit: Value,
     pub encoding: crate::edit::PositionEncoding,
@@ -517,52 +476,6 @@ pub struct RenameEdit {
 }
 
 impl OneShot {
-    /// Renames the symbol at `at` to `new_name` with the file's language
-    /// server: `prepareRename` (when the server supports it), `rename`, then
-    /// the WorkspaceEdit is planned against the disk and applied atomically
-    /// (or shown as a diff).
-    pub async fn rename(
-        &self,
-        at: &FileLocation,
-        new_name: &str,
-        server_name: Option<&str>,
-        dry_run: bool,
-        accept_annotations: bool,
-    ) -> Result<RenameOutcome, RenameError> {
-        use crate::edit::{apply_to_disk, plan_on_disk, Decisions};
-        let RenameEdit { edit, encoding, .. } = self.rename_edit(at, new_name, server_name).await?;
-        let writable = |path: &Path| self.is_writable(path);
-        let mut plan = plan_on_disk(&edit, encoding, &writable, &Decisions::default())?;
-        if plan.changes_nothing() {
-            return Ok(RenameOutcome::Unchanged);
-        }
-        let unconfirmed: Vec<String> = plan
-            .unconfirmed()
-            .iter()
-            .map(|a| format!("{} ({})", a.label, a.id))
-            .collect();
-        if !unconfirmed.is_empty() {
-            if !accept_annotations && !dry_run {
-                return Err(RenameError::NeedsConfirmation(unconfirmed.join(", ")));
-            }
-            let ids: Vec<String> = plan
-                .needs_confirmation
-                .iter()
-                .map(|a| a.id.clone())
-                .collect();
-            plan.confirm(ids);
-        }
-        if dry_run {
-            // Paths relative to the root (every edit is confined to it), as
-            // `git apply` and `patch -p1` read them there.
-            return Ok(RenameOutcome::DryRun(crate::edit::dry_run(
-                &plan,
-                self.root(),
-            )));
-        }
-        Ok(RenameOutcome::Applied(apply_to_disk(&plan)?))
-    }
-
     /// Whether an edit may write `path`: the session's confinement (its
     /// roots, less the read-only roots).
     pub fn is_writable(&self, path: &Path) -> bool {
@@ -575,7 +488,7 @@ impl OneShot {
     /// Asks the file's server for the edit renaming the symbol at `at` to
     /// `new_name` (`prepareRename` first when the server supports it, and
     /// `workspace/willRenameFiles` for the files the edit renames). Writes nothing.
-    pub async fn rename_edit(
+    pub(crate) async fn rename_edit(
         &self,
         at: &FileLocation,
         new_name: &str,

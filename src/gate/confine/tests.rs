@@ -1,0 +1,586 @@
+//! Unit tests of `gate/confine.rs`.
+
+use super::*;
+use proptest::prelude::*;
+use serde_json::json;
+use tempfile::TempDir;
+
+/// `<tmp>/proj` (root, with `src/main.rs` and `sub/`), `<tmp>/proj-evil`,
+/// `<tmp>/outside` (with `secret.txt`), `<tmp>/ro` (read-only root).
+struct Fixture {
+    _dir: TempDir,
+    base: PathBuf,
+    proj: PathBuf,
+    outside: PathBuf,
+    ro: PathBuf,
+    conf: Confinement,
+}
+
+fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let base = fs::canonicalize(dir.path()).unwrap();
+    let proj = base.join("proj");
+    let outside = base.join("outside");
+    let ro = base.join("ro");
+    fs::create_dir_all(proj.join("src")).unwrap();
+    fs::create_dir_all(proj.join("sub")).unwrap();
+    fs::create_dir_all(base.join("proj-evil")).unwrap();
+    fs::create_dir_all(&outside).unwrap();
+    fs::create_dir_all(&ro).unwrap();
+    fs::write(proj.join("src/main.rs"), "fn main() {}").unwrap();
+    fs::write(base.join("proj-evil/x.rs"), "").unwrap();
+    fs::write(outside.join("secret.txt"), "secret").unwrap();
+    fs::write(ro.join("lib.rs"), "").unwrap();
+    let conf = Confinement::new(
+        std::slice::from_ref(&proj),
+        std::slice::from_ref(&ro),
+        &["untitled".to_string()],
+    );
+    Fixture {
+        _dir: dir,
+        base,
+        proj,
+        outside,
+        ro,
+        conf,
+    }
+}
+
+fn file_uri(path: &Path) -> String {
+    format!("file://{}", path.display())
+}
+
+fn assert_outside(conf: &Confinement, uri: &str) {
+    assert_eq!(
+        conf.check_uri(uri),
+        Err(ConfineError::OutsideRoots {
+            uri: uri.to_string()
+        }),
+        "{uri}"
+    );
+}
+
+fn assert_invalid(conf: &Confinement, uri: &str) {
+    match conf.check_uri(uri) {
+        Err(ConfineError::InvalidUri { uri: got, .. }) => assert_eq!(got, uri),
+        other => panic!("{uri:?}: expected InvalidUri, got {other:?}"),
+    }
+}
+
+#[test]
+fn inside_file_is_allowed_and_resolved() {
+    let f = fixture();
+    let path = f.proj.join("src/main.rs");
+    assert_eq!(f.conf.check_uri(&file_uri(&path)), Ok(Some(path.clone())));
+    assert_eq!(
+        f.conf.check_uri(&file_uri(&f.proj)),
+        Ok(Some(f.proj.clone()))
+    );
+    let params =
+        json!({"textDocument": {"uri": file_uri(&path)}, "position": {"line": 0, "character": 3}});
+    assert_eq!(f.conf.check_params(&params), Ok(()));
+}
+
+#[test]
+fn dotdot_escape_is_refused() {
+    let f = fixture();
+    assert_outside(
+        &f.conf,
+        &format!("{}/../outside/secret.txt", file_uri(&f.proj)),
+    );
+    assert_outside(
+        &f.conf,
+        &format!("{}/src/../../outside/secret.txt", file_uri(&f.proj)),
+    );
+    assert_outside(&f.conf, "file:///../../../../etc/passwd");
+    // `..` that stays inside is normalised by `url`, not refused.
+    assert_eq!(
+        f.conf
+            .check_uri(&format!("{}/sub/../src/./main.rs", file_uri(&f.proj))),
+        Ok(Some(f.proj.join("src/main.rs")))
+    );
+}
+
+#[test]
+fn encoded_dotdot_escape_is_refused() {
+    let f = fixture();
+    for dots in ["%2e%2e", "%2E%2E", ".%2e", "%2e."] {
+        assert_outside(
+            &f.conf,
+            &format!("{}/{dots}/outside/secret.txt", file_uri(&f.proj)),
+        );
+        assert_eq!(
+            f.conf
+                .check_uri(&format!("{}/sub/{dots}/src/%2e/main.rs", file_uri(&f.proj))),
+            Ok(Some(f.proj.join("src/main.rs"))),
+            "{dots}"
+        );
+    }
+}
+
+#[test]
+fn encoded_separators_are_invalid() {
+    let f = fixture();
+    for sep in ["%2F", "%2f", "%5C", "%5c"] {
+        assert_invalid(
+            &f.conf,
+            &format!("{}/..{sep}..{sep}outside", file_uri(&f.proj)),
+        );
+        // Even when the decoded path would stay inside.
+        assert_invalid(&f.conf, &format!("{}/src{sep}main.rs", file_uri(&f.proj)));
+    }
+}
+
+#[test]
+fn nul_is_invalid() {
+    let f = fixture();
+    assert_invalid(
+        &f.conf,
+        &format!("{}/src/main.rs%00.txt", file_uri(&f.proj)),
+    );
+    assert_invalid(&f.conf, &format!("{}/src/main.rs\0.txt", file_uri(&f.proj)));
+}
+
+#[test]
+fn backslash_is_invalid() {
+    let f = fixture();
+    assert_invalid(
+        &f.conf,
+        &format!("{}/..\\outside\\secret.txt", file_uri(&f.proj)),
+    );
+    assert_invalid(&f.conf, &format!("{}/src\\main.rs", file_uri(&f.proj)));
+}
+
+#[test]
+fn relative_file_uri_is_invalid() {
+    let f = fixture();
+    assert_invalid(&f.conf, "file:etc/passwd");
+    assert_invalid(&f.conf, "file://localhost");
+}
+
+#[test]
+fn prefix_sibling_is_refused() {
+    let f = fixture();
+    assert!(f.base.join("proj-evil/x.rs").exists());
+    assert_outside(&f.conf, &file_uri(&f.base.join("proj-evil/x.rs")));
+    assert_outside(&f.conf, &file_uri(&f.base.join("proj-evil")));
+    assert_outside(&f.conf, &file_uri(&f.base.join("proj-evil/new.rs")));
+}
+
+#[cfg(unix)]
+#[test]
+fn symlink_pointing_outside_is_refused() {
+    let f = fixture();
+    std::os::unix::fs::symlink(&f.outside, f.proj.join("escape")).unwrap();
+    std::os::unix::fs::symlink(f.outside.join("secret.txt"), f.proj.join("secret")).unwrap();
+    assert_outside(&f.conf, &file_uri(&f.proj.join("escape/secret.txt")));
+    assert_outside(&f.conf, &file_uri(&f.proj.join("escape/not-yet.txt")));
+    assert_outside(&f.conf, &file_uri(&f.proj.join("secret")));
+}
+
+#[cfg(unix)]
+#[test]
+fn symlink_within_root_is_allowed() {
+    let f = fixture();
+    std::os::unix::fs::symlink("../src", f.proj.join("sub/alias")).unwrap();
+    assert_eq!(
+        f.conf
+            .check_uri(&file_uri(&f.proj.join("sub/alias/main.rs"))),
+        Ok(Some(f.proj.join("src/main.rs")))
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn dotdot_after_symlink_is_taken_physically() {
+    let f = fixture();
+    let deep = f.outside.join("deep/dir");
+    fs::create_dir_all(&deep).unwrap();
+    std::os::unix::fs::symlink(&deep, f.proj.join("link")).unwrap();
+    // Lexically `proj/secret.txt`, but `open()` reaches `outside/deep/secret.txt`.
+    assert_outside(
+        &f.conf,
+        &format!("{}/link/../secret.txt", file_uri(&f.proj)),
+    );
+    assert_outside(
+        &f.conf,
+        &format!("{}/link/%2e%2e/secret.txt", file_uri(&f.proj)),
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn dangling_symlink_pointing_outside_is_refused() {
+    let f = fixture();
+    std::os::unix::fs::symlink(f.outside.join("planted.rs"), f.proj.join("new.rs")).unwrap();
+    assert_outside(&f.conf, &file_uri(&f.proj.join("new.rs")));
+    // A dangling link whose target would be inside is fine.
+    std::os::unix::fs::symlink(f.proj.join("later.rs"), f.proj.join("soon.rs")).unwrap();
+    assert_eq!(
+        f.conf.check_uri(&file_uri(&f.proj.join("soon.rs"))),
+        Ok(Some(f.proj.join("later.rs")))
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn symlink_loop_is_refused() {
+    let f = fixture();
+    std::os::unix::fs::symlink("b", f.proj.join("a")).unwrap();
+    std::os::unix::fs::symlink("a", f.proj.join("b")).unwrap();
+    assert_outside(&f.conf, &file_uri(&f.proj.join("a/x.rs")));
+}
+
+#[test]
+fn nonexistent_file_inside_root_is_allowed() {
+    let f = fixture();
+    let target = f.proj.join("src/new_dir/renamed.rs");
+    assert!(!target.exists());
+    assert_eq!(
+        f.conf.check_uri(&file_uri(&target)),
+        Ok(Some(target.clone()))
+    );
+    let params = json!({"files": [{"oldUri": file_uri(&f.proj.join("src/main.rs")), "newUri": file_uri(&target)}]});
+    assert_eq!(f.conf.check_params(&params), Ok(()));
+    let escape = json!({"files": [{"oldUri": file_uri(&f.proj.join("src/main.rs")), "newUri": file_uri(&f.outside.join("x.rs"))}]});
+    assert_eq!(
+        f.conf.check_params(&escape).map_err(|e| e.reason()),
+        Err("uri_outside_roots")
+    );
+}
+
+#[test]
+fn read_only_root_is_allowed_but_not_writable() {
+    let f = fixture();
+    let lib = f.ro.join("lib.rs");
+    assert_eq!(f.conf.check_uri(&file_uri(&lib)), Ok(Some(lib.clone())));
+    assert!(!f.conf.is_writable(&lib));
+}
+
+#[test]
+fn nonexistent_root_is_kept_lexically() {
+    let f = fixture();
+    let missing = f.base.join("later/./ws/../ws");
+    let conf = Confinement::new(&[missing], &[], &[]);
+    let inside = f.base.join("later/ws/a.rs");
+    assert_eq!(conf.check_uri(&file_uri(&inside)), Ok(Some(inside.clone())));
+    assert_outside(&conf, &file_uri(&f.base.join("later/wsx/a.rs")));
+    assert!(conf.is_writable(&inside));
+}
+
+#[test]
+fn is_writable_respects_roots() {
+    let f = fixture();
+    assert!(f.conf.is_writable(&f.proj.join("src/main.rs")));
+    assert!(f.conf.is_writable(&f.proj.join("src/not-yet.rs")));
+    assert!(!f.conf.is_writable(&f.outside.join("secret.txt")));
+    assert!(!f.conf.is_writable(&f.base.join("proj-evil/x.rs")));
+    assert!(!f.conf.is_writable(&f.proj.join("../outside/secret.txt")));
+    assert!(!f.conf.is_writable(Path::new("src/main.rs")));
+
+    // A read-only root nested in a session root stays read-only.
+    let vendor = f.proj.join("vendor");
+    fs::create_dir_all(&vendor).unwrap();
+    let conf = Confinement::new(
+        std::slice::from_ref(&f.proj),
+        std::slice::from_ref(&vendor),
+        &[],
+    );
+    assert!(!conf.is_writable(&vendor.join("dep.rs")));
+    assert!(conf.is_writable(&f.proj.join("src/main.rs")));
+    assert!(conf.check_uri(&file_uri(&vendor.join("dep.rs"))).is_ok());
+    // A session root nested in a read-only root is writable.
+    let conf = Confinement::new(
+        std::slice::from_ref(&f.proj),
+        std::slice::from_ref(&f.base),
+        &[],
+    );
+    assert!(conf.is_writable(&f.proj.join("src/main.rs")));
+    assert!(!conf.is_writable(&f.outside.join("secret.txt")));
+}
+
+#[cfg(unix)]
+#[test]
+fn is_writable_follows_symlinks() {
+    let f = fixture();
+    std::os::unix::fs::symlink(&f.ro, f.proj.join("ro-link")).unwrap();
+    std::os::unix::fs::symlink(&f.outside, f.proj.join("out-link")).unwrap();
+    assert!(!f.conf.is_writable(&f.proj.join("ro-link/lib.rs")));
+    assert!(!f.conf.is_writable(&f.proj.join("out-link/new.rs")));
+}
+
+#[test]
+fn other_scheme_under_uri_key_is_refused() {
+    let f = fixture();
+    let params = json!({"textDocument": {"uri": "https://example.com/x.rs"}});
+    assert_eq!(
+        f.conf.check_params(&params),
+        Err(ConfineError::SchemeNotAllowed {
+            uri: "https://example.com/x.rs".into(),
+            scheme: "https".into()
+        })
+    );
+    let params = json!({"targetUri": "JDT://contents/x.class"});
+    assert_eq!(
+        f.conf.check_params(&params),
+        Err(ConfineError::SchemeNotAllowed {
+            uri: "JDT://contents/x.class".into(),
+            scheme: "jdt".into()
+        })
+    );
+}
+
+#[test]
+fn allowed_scheme_passes() {
+    let f = fixture();
+    assert_eq!(f.conf.check_uri("untitled:Untitled-1"), Ok(None));
+    assert_eq!(f.conf.check_uri("Untitled:Untitled-2"), Ok(None));
+    let params = json!({"textDocument": {"uri": "untitled:Untitled-1"}, "scopeUri": "untitled:x"});
+    assert_eq!(f.conf.check_params(&params), Ok(()));
+    // Allowing "file" does not switch file checks off.
+    let conf = Confinement::new(std::slice::from_ref(&f.proj), &[], &["FILE".into()]);
+    assert_outside(&conf, &file_uri(&f.outside.join("secret.txt")));
+}
+
+#[test]
+fn non_uri_under_uri_key_is_invalid() {
+    let f = fixture();
+    for bad in ["just some text", "", "/etc/passwd", "1abc:x"] {
+        let params = json!({"textDocument": {"uri": bad}});
+        match f.conf.check_params(&params) {
+            Err(e @ ConfineError::InvalidUri { .. }) => {
+                assert_eq!(e.uri(), bad);
+                assert_eq!(e.reason(), "invalid_uri");
+            }
+            other => panic!("{bad:?}: {other:?}"),
+        }
+    }
+    // Non-string values under a URI key (e.g. `rootUri: null`) are not URIs.
+    assert_eq!(f.conf.check_params(&json!({"rootUri": null})), Ok(()));
+}
+
+#[test]
+fn remote_host_is_invalid() {
+    let f = fixture();
+    assert_invalid(&f.conf, "file://otherhost/x");
+    assert_invalid(
+        &f.conf,
+        &format!("file://otherhost{}", f.proj.join("src/main.rs").display()),
+    );
+    assert_invalid(&f.conf, "file://127.0.0.1/etc/passwd");
+    let via_localhost = format!("file://localhost{}", f.proj.join("src/main.rs").display());
+    assert_eq!(
+        f.conf.check_uri(&via_localhost),
+        Ok(Some(f.proj.join("src/main.rs")))
+    );
+}
+
+#[test]
+fn nested_params_find_the_violation() {
+    let f = fixture();
+    let good = file_uri(&f.proj.join("src/main.rs"));
+    let bad = file_uri(&f.outside.join("secret.txt"));
+    let params = json!({
+        "textDocument": {"uri": good},
+        "items": [
+            {"targetUri": good, "range": {}},
+            {"targetUri": bad, "range": {}},
+        ],
+    });
+    assert_eq!(
+        f.conf.check_params(&params),
+        Err(ConfineError::OutsideRoots { uri: bad.clone() })
+    );
+    let clean = json!({"textDocument": {"uri": good}, "items": [[{"targetUri": good}]]});
+    assert_eq!(f.conf.check_params(&clean), Ok(()));
+    // Deep inside arrays of arrays, under a key that says nothing about URIs.
+    let deep = json!({"a": [[[{"b": [{"c": bad}]}]]]});
+    assert_eq!(
+        f.conf.check_params(&deep),
+        Err(ConfineError::OutsideRoots { uri: bad })
+    );
+}
+
+#[test]
+fn first_violation_in_document_order() {
+    let f = fixture();
+    let first = file_uri(&f.outside.join("one.txt"));
+    let second = file_uri(&f.outside.join("two.txt"));
+    let params = json!([{"uri": first}, {"uri": second}]);
+    assert_eq!(
+        f.conf
+            .check_params(&params)
+            .map_err(|e| e.uri().to_string()),
+        Err(first)
+    );
+}
+
+#[test]
+fn colon_in_new_name_is_not_a_uri() {
+    let f = fixture();
+    let params = json!({
+        "textDocument": {"uri": file_uri(&f.proj.join("src/main.rs"))},
+        "newName": "foo:bar",
+        "query": "https://example.com",
+    });
+    assert_eq!(f.conf.check_params(&params), Ok(()));
+    // But a file URI is checked wherever it is.
+    let sneaky = file_uri(&f.outside.join("secret.txt"));
+    let params = json!({"newName": sneaky});
+    assert_eq!(
+        f.conf.check_params(&params),
+        Err(ConfineError::OutsideRoots { uri: sneaky })
+    );
+}
+
+#[test]
+fn file_uri_spellings_are_all_checked() {
+    let f = fixture();
+    let path = f.outside.join("secret.txt").display().to_string();
+    for s in [
+        format!("FILE://{path}"),
+        format!("File:{path}"),
+        format!("  file://{path}"),
+        format!("\u{1}file://{path}"),
+        format!("fi\tle://{path}"),
+        format!("file:\n//{path}"),
+    ] {
+        let params = json!({"label": "x", "data": [s]});
+        assert_eq!(
+            f.conf.check_params(&params),
+            Err(ConfineError::OutsideRoots { uri: s.clone() }),
+            "{s:?}"
+        );
+    }
+}
+
+#[test]
+fn workspace_edit_changes_keys_are_checked() {
+    let f = fixture();
+    let bad = file_uri(&f.outside.join("secret.txt"));
+    let params = json!({"edit": {"changes": {bad.clone(): []}}});
+    assert_eq!(
+        f.conf.check_params(&params),
+        Err(ConfineError::OutsideRoots { uri: bad })
+    );
+    let params = json!({"edit": {"changes": {"jdt://x/y": []}}});
+    assert_eq!(
+        f.conf.check_params(&params).map_err(|e| e.reason()),
+        Err("uri_scheme_not_allowed")
+    );
+    let good = file_uri(&f.proj.join("src/main.rs"));
+    let params = json!({"edit": {"changes": {good: [{"newText": "x"}]}}});
+    assert_eq!(f.conf.check_params(&params), Ok(()));
+}
+
+#[test]
+fn percent_encoded_names_inside_work() {
+    let f = fixture();
+    fs::write(f.proj.join("a b.rs"), "").unwrap();
+    fs::write(f.proj.join("été.rs"), "").unwrap();
+    assert_eq!(
+        f.conf.check_uri(&format!("{}/a%20b.rs", file_uri(&f.proj))),
+        Ok(Some(f.proj.join("a b.rs")))
+    );
+    assert_eq!(
+        f.conf
+            .check_uri(&format!("{}/%C3%A9t%C3%A9.rs", file_uri(&f.proj))),
+        Ok(Some(f.proj.join("été.rs")))
+    );
+    assert_eq!(
+        f.conf
+            .check_uri(&format!("{}/%c3%a9t%c3%a9.rs", file_uri(&f.proj))),
+        Ok(Some(f.proj.join("été.rs")))
+    );
+}
+
+#[test]
+fn reasons_and_uris() {
+    let cases = [
+        (
+            ConfineError::OutsideRoots { uri: "a".into() },
+            "uri_outside_roots",
+        ),
+        (
+            ConfineError::SchemeNotAllowed {
+                uri: "a".into(),
+                scheme: "x".into(),
+            },
+            "uri_scheme_not_allowed",
+        ),
+        (
+            ConfineError::InvalidUri {
+                uri: "a".into(),
+                why: "w".into(),
+            },
+            "invalid_uri",
+        ),
+    ];
+    for (error, reason) in cases {
+        assert_eq!(error.reason(), reason);
+        assert_eq!(error.uri(), "a");
+    }
+}
+
+#[test]
+fn url_normalises_dot_segments() {
+    // The lexical reading relies on this; pin it rather than assume it.
+    for (raw, path) in [
+        ("file:///a/b/../c", "/a/c"),
+        ("file:///a/b/%2e%2e/c", "/a/c"),
+        ("file:///a/b/%2E./c", "/a/c"),
+        ("file:///a/b/.%2E/c", "/a/c"),
+        ("file:///a/./b/%2e/c", "/a/b/c"),
+        ("file:///../../a", "/a"),
+        ("file:///a/b%2F..%2F../c", "/a/b%2F..%2F../c"),
+    ] {
+        let url = Url::parse(raw).unwrap();
+        assert_eq!(url.path(), path, "{raw}");
+    }
+}
+
+#[test]
+fn lexical_normalisation() {
+    assert_eq!(
+        normalize_lexically(Path::new("/a/./b/../c")),
+        PathBuf::from("/a/c")
+    );
+    assert_eq!(
+        normalize_lexically(Path::new("/../../a")),
+        PathBuf::from("/a")
+    );
+    assert_eq!(
+        normalize_lexically(Path::new("a/../../b")),
+        PathBuf::from("../b")
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    #[test]
+    fn dot_segments_match_lexical_normalisation(
+        segments in proptest::collection::vec(
+            prop_oneof![
+                Just("."), Just(".."), Just("%2e%2e"), Just("%2E"),
+                Just("a"), Just("b"), Just("proj"), Just("proj-evil"),
+            ],
+            0..10,
+        )
+    ) {
+        let f = fixture();
+        fs::create_dir_all(f.proj.join("a/b")).unwrap();
+        let uri = format!("{}/{}", file_uri(&f.proj), segments.join("/"));
+        let decoded: Vec<&str> = segments
+            .iter()
+            .map(|s| match *s { "%2e%2e" => "..", "%2E" => ".", other => other })
+            .collect();
+        let expected = normalize_lexically(&f.proj.join(decoded.join("/")));
+        let verdict = f.conf.check_uri(&uri);
+        if expected.starts_with(&f.proj) {
+            prop_assert_eq!(verdict, Ok(Some(expected)));
+        } else {
+            prop_assert_eq!(verdict, Err(ConfineError::OutsideRoots { uri }));
+        }
+    }
+}

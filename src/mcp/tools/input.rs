@@ -1,0 +1,220 @@
+//! What the agent gives a tool, made into what a server takes: the tools'
+//! arguments (their JSON schemas), files resolved and confined in the
+//! session, 1-based columns to LSP positions, the server waited for until
+//! it is ready.
+
+use super::*;
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct PositionArgs {
+    /// The file: relative to the session's working directory, or absolute.
+    pub file: String,
+    /// 1-based line number.
+    pub line: u32,
+    /// 1-based column, counted in characters as editors show them.
+    pub column: u32,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct ReferencesArgs {
+    /// The file: relative to the session's working directory, or absolute.
+    pub file: String,
+    /// 1-based line number.
+    pub line: u32,
+    /// 1-based column, counted in characters.
+    pub column: u32,
+    /// Also list the declaration itself (default true).
+    #[serde(default)]
+    pub include_declaration: Option<bool>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct FileArgs {
+    /// The file: relative to the session's working directory, or absolute.
+    pub file: String,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct WorkspaceSymbolsArgs {
+    /// Symbol name or fragment to search for.
+    pub query: String,
+    /// Only ask this server (by name, e.g. `rust-analyzer`); default: every server of the session.
+    #[serde(default)]
+    pub server: Option<String>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct DiagnosticsArgs {
+    /// Files to check (relative or absolute). Their diagnostics are waited
+    /// for until they reflect the files' current text. Default: every
+    /// diagnostic the servers have published.
+    #[serde(default)]
+    pub files: Vec<String>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct RenameArgs {
+    /// The file: relative to the session's working directory, or absolute.
+    pub file: String,
+    /// 1-based line number of the symbol.
+    pub line: u32,
+    /// 1-based column of the symbol, counted in characters.
+    pub column: u32,
+    /// The new name.
+    pub new_name: String,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct CodeActionsArgs {
+    /// The file: relative to the session's working directory, or absolute.
+    pub file: String,
+    /// 1-based line where the range starts.
+    pub line: u32,
+    /// 1-based column where the range starts.
+    pub column: u32,
+    /// 1-based line where the range ends (default: the start).
+    #[serde(default)]
+    pub end_line: Option<u32>,
+    /// 1-based column where the range ends (default: the start).
+    #[serde(default)]
+    pub end_column: Option<u32>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct LspRequestArgs {
+    /// An LSP client-to-server request method, e.g. `textDocument/hover`.
+    pub method: String,
+    /// The LSP params as they are on the wire: `file://` URIs, 0-based
+    /// positions in the server's position encoding (see `lsp_servers`).
+    #[serde(default)]
+    pub params: Option<Value>,
+    /// The server, by name or serverId; default: the one for the file the
+    /// params name (`textDocument.uri`), else the only one.
+    #[serde(default)]
+    pub server: Option<String>,
+}
+
+/// A file argument as an absolute, symlink-free path inside the session:
+/// relative paths start at the session's working directory (its first
+/// root). Confined before the file is touched, with the gate's check, so
+/// that the answer for a file outside the roots is the same whether it
+/// exists or not.
+pub(super) fn resolve(tool: &OneShot, file: &str) -> ToolResult<PathBuf> {
+    match tool.confine(Path::new(file)) {
+        Ok(path) => Ok(path),
+        Err(ConfineError::OutsideRoots { .. }) => Err(outside_roots(file)),
+        Err(e) => Err(format!("{file} cannot be used: {e} ({})", e.reason())),
+    }
+}
+
+pub(super) fn outside_roots(file: &str) -> String {
+    format!(
+        "{file} is outside the session's roots (uri_outside_roots): acp-lsp reads and sends \
+         language servers only files inside them"
+    )
+}
+
+/// A resolved file's text: confined again at the moment of the read, a
+/// regular file under the document size limit, read off the runtime threads.
+pub(super) async fn read_text(tool: &OneShot, path: &Path, file: &str) -> ToolResult<String> {
+    tool.read_text(path).await.map_err(|e| match e {
+        ReadError::OutsideRoots => outside_roots(file),
+        e => format!("cannot read {file}: {e} ({})", e.reason()),
+    })
+}
+
+/// Every URI a result names (`uri`, `targetUri` members at any depth).
+pub(super) fn collect_uris(value: &Value, out: &mut Vec<String>) {
+    match value {
+        Value::Object(map) => {
+            for (key, value) in map {
+                match value {
+                    Value::String(uri) if key == "uri" || key == "targetUri" => {
+                        out.push(uri.clone());
+                    }
+                    _ => collect_uris(value, out),
+                }
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|item| collect_uris(item, out)),
+        _ => {}
+    }
+}
+
+pub(super) fn file_uri(path: &Path) -> ToolResult<String> {
+    url::Url::from_file_path(path)
+        .map(String::from)
+        .map_err(|()| format!("{} is not an absolute path", path.display()))
+}
+
+pub(super) fn parse(text: &str) -> ToolResult<Value> {
+    serde_json::from_str(text).map_err(|e| format!("the server's answer is not JSON: {e}"))
+}
+
+pub(super) fn encoding_of(entry: &ServerEntry) -> PositionEncoding {
+    PositionEncoding::from_lsp(&entry.ours().position_encoding).unwrap_or(PositionEncoding::Utf16)
+}
+
+/// The LSP `character` of a 1-based line and column (in characters).
+pub(super) fn lsp_position(
+    text: &str,
+    path: &Path,
+    line: u32,
+    column: u32,
+    encoding: PositionEncoding,
+) -> ToolResult<u64> {
+    if line == 0 || column == 0 {
+        return Err("line and column are 1-based".into());
+    }
+    let index = LineIndex::new(text);
+    if line as usize > index.line_count() {
+        return Err(format!(
+            "{} has {} lines; line {line} does not exist",
+            path.display(),
+            index.line_count()
+        ));
+    }
+    index
+        .character_of_column(text, u64::from(line - 1), column as usize - 1, encoding)
+        .map_err(|e| e.to_string())
+}
+
+/// The server for `file` (or named `name`), once ready.
+pub(super) async fn ready_server(
+    tool: &OneShot,
+    name: Option<&str>,
+    file: Option<&Path>,
+) -> ToolResult<ServerEntry> {
+    let entry = tool.pick_server(name, file).await.map_err(describe)?;
+    wait_ready(tool, entry).await
+}
+
+/// Waits up to the tool's ready wait ([`READY_WAIT`]) for `entry`'s server
+/// to be ready; a server still loading after that is reported as still indexing.
+pub(super) async fn wait_ready(tool: &OneShot, entry: ServerEntry) -> ToolResult<ServerEntry> {
+    let entry = tool.started(entry).await.map_err(describe)?;
+    let name = &entry.name;
+    match entry.status() {
+        ServerState::Ready => Ok(entry),
+        ServerState::Failed => Err(format!(
+            "{name} has failed: {}",
+            entry.ours().last_error.as_deref().unwrap_or("no detail")
+        )),
+        ServerState::Stopped => Err(format!("{name} is stopped")),
+        ServerState::Idle => Err(format!("{name} is idle (not started)")),
+        status => {
+            let progress = entry
+                .ours()
+                .progress
+                .as_ref()
+                .map(|p| format!(", {}", p.title))
+                .unwrap_or_default();
+            Err(format!(
+                "{name} is still indexing (it is {}{progress}, waited {} s); no answer yet, \
+                 ask again shortly",
+                status.as_str(),
+                tool.ready_wait().as_secs_f64()
+            ))
+        }
+    }
+}

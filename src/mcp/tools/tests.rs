@@ -1,0 +1,102 @@
+//! Unit tests of `mcp/tools.rs`.
+
+use super::*;
+
+/// Agents that defer MCP tools behind a search (claude-agent-acp's
+/// ToolSearch) find them by name and description: each phrase a model
+/// would search for finds exactly the tool that does it.
+#[test]
+fn a_tool_search_finds_each_tool_by_what_it_does() {
+    let tools = LspTools::tool_router().list_all();
+    let found = |phrase: &str| -> Vec<String> {
+        tools
+            .iter()
+            .filter(|t| {
+                let text = format!(
+                    "{} {}",
+                    t.name.replace('_', " "),
+                    t.description.as_deref().unwrap_or_default()
+                )
+                .to_lowercase();
+                text.contains(phrase)
+            })
+            .map(|t| t.name.to_string())
+            .collect()
+    };
+    for (phrase, tool) in [
+        ("find references", "references"),
+        ("rename symbol", "rename"),
+        ("go to definition", "definition"),
+        ("type of", "hover"),
+        ("document symbols", "document_symbols"),
+        ("workspace symbols", "workspace_symbols"),
+        ("compile errors", "diagnostics"),
+        ("quick fixes", "code_actions"),
+    ] {
+        assert_eq!(found(phrase), [tool], "searching {phrase:?}");
+    }
+}
+
+#[test]
+fn counts_read_as_english() {
+    assert_eq!(counted(1, "references"), "1 reference");
+    assert_eq!(counted(2, "references"), "2 references");
+    assert_eq!(counted(1, "definitions"), "1 definition");
+}
+
+#[test]
+fn the_structured_content_carries_the_same_text() {
+    let result = ok(
+        "2 references:\na.rs:1:1: x\n".to_string(),
+        json!({"locations": []}),
+    );
+    assert_eq!(
+        result.structured_content,
+        Some(json!({"locations": [], "summary": "2 references:\na.rs:1:1: x\n"}))
+    );
+}
+
+#[test]
+fn hover_contents_of_every_shape() {
+    assert_eq!(hover_text(&json!("plain")), "plain");
+    assert_eq!(
+        hover_text(&json!({"kind": "markdown", "value": "**x**"})),
+        "**x**"
+    );
+    assert_eq!(
+        hover_text(&json!([{"language": "rust", "value": "fn f()"}, "doc"])),
+        "```rust\nfn f()\n```\n\ndoc"
+    );
+}
+
+#[test]
+fn positions_are_one_based_characters() {
+    let text = "fn a() {}\nlet é = b;\n";
+    let path = Path::new("/x.rs");
+    assert_eq!(
+        lsp_position(text, path, 2, 9, PositionEncoding::Utf16).unwrap(),
+        8
+    );
+    assert_eq!(
+        lsp_position(text, path, 2, 9, PositionEncoding::Utf8).unwrap(),
+        9
+    );
+    assert!(lsp_position(text, path, 0, 1, PositionEncoding::Utf16).is_err());
+    assert!(lsp_position(text, path, 9, 1, PositionEncoding::Utf16).is_err());
+}
+
+#[test]
+fn long_lists_are_cut_with_a_count() {
+    let lines: Vec<String> = (0..MAX_LISTED + 3).map(|i| i.to_string()).collect();
+    let text = list(&lines, "none");
+    assert!(text.ends_with("… and 3 more (all are in the structured content)\n"));
+    assert_eq!(list(&[], "none"), "none\n");
+}
+
+#[test]
+fn symbol_kinds_by_number() {
+    assert_eq!(symbol_kind(12), "function");
+    assert_eq!(symbol_kind(23), "struct");
+    assert_eq!(symbol_kind(26), "type-parameter");
+    assert_eq!(symbol_kind(99), "symbol");
+}

@@ -1,0 +1,152 @@
+//! The embeddable gate stays lean: built with only the `gate` feature
+//! (`--no-default-features --features gate`), the library compiles and its
+//! dependency tree holds no MCP stack (rmcp, hyper, schemars), no process or
+//! CLI crates and no tokio `full`. An editor host that implements `LspHost`
+//! pays for the gate, not for the proxy.
+//!
+//! Cargo runs here as a child with its own target directory under
+//! `target/`, so it never waits on the lock of the build running the tests.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Crates the lean build must not pull in (the proxy's, by name).
+const FORBIDDEN: &[&str] = &[
+    "rmcp",
+    "hyper",
+    "hyper-util",
+    "schemars",
+    "clap",
+    "indicatif",
+    "notify",
+    "ignore",
+    "tracing-subscriber",
+    "toml_edit",
+];
+
+/// The tokio features the gate may turn on: timers for its deadlines,
+/// async reads for `jsonrpc::ndjson`, and what those imply.
+const TOKIO_ALLOWED: &[&str] = &["default", "bytes", "io-util", "sync", "time"];
+
+fn manifest_dir() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn cargo() -> Command {
+    // `cargo test` tells its children which cargo it is.
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut command = Command::new(cargo);
+    command.current_dir(manifest_dir());
+    command
+}
+
+/// Runs cargo with `args` for the lean build and returns its stdout.
+fn lean(args: &[&str]) -> String {
+    let out = cargo()
+        .args(args)
+        .args(["--no-default-features", "--features", "gate", "--offline"])
+        .env("CARGO_TARGET_DIR", lean_target_dir())
+        .output()
+        .expect("running cargo");
+    assert!(
+        out.status.success(),
+        "cargo {args:?} --no-default-features --features gate failed ({})\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("cargo's output is UTF-8")
+}
+
+fn lean_target_dir() -> PathBuf {
+    manifest_dir().join("target").join("lean-gate")
+}
+
+/// The first word of each line of `cargo tree --prefix none`: a crate name.
+fn crate_names(tree: &str) -> Vec<String> {
+    tree.lines()
+        .filter_map(|line| line.split_whitespace().next())
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn lean_tree_has_no_proxy_crates() {
+    let tree = lean(&["tree", "-e", "normal", "--prefix", "none"]);
+    let names = crate_names(&tree);
+    assert!(
+        names.iter().any(|n| n == "acp-lsp"),
+        "the tree names the package itself:\n{tree}"
+    );
+    let found: Vec<&str> = FORBIDDEN
+        .iter()
+        .copied()
+        .filter(|f| names.iter().any(|n| n == f))
+        .collect();
+    assert!(
+        found.is_empty(),
+        "the lean gate build pulls in {found:?}:\n{tree}"
+    );
+}
+
+#[test]
+fn lean_tokio_has_only_the_features_the_gate_needs() {
+    let tree = lean(&[
+        "tree",
+        "-e",
+        "normal,features",
+        "-i",
+        "tokio",
+        "--prefix",
+        "none",
+    ]);
+    let mut features: Vec<&str> = tree
+        .lines()
+        .filter_map(|l| l.strip_prefix("tokio feature \""))
+        .filter_map(|l| l.split('"').next())
+        .collect();
+    features.sort_unstable();
+    features.dedup();
+    assert!(
+        features.contains(&"time"),
+        "the gate's deadlines need tokio's timers; features seen: {features:?}\n{tree}"
+    );
+    let extra: Vec<&&str> = features
+        .iter()
+        .filter(|f| !TOKIO_ALLOWED.contains(f))
+        .collect();
+    assert!(
+        extra.is_empty(),
+        "the lean gate build turns on tokio features {extra:?}:\n{tree}"
+    );
+}
+
+#[test]
+fn lean_library_compiles() {
+    lean(&["check", "--lib", "--quiet"]);
+}
+
+/// The editor-host example embeds only the gate: every path it takes from
+/// this crate starts `acp_lsp::gate` or `acp_lsp::jsonrpc`, the modules the
+/// lean build has. (Compiling the example itself lean would build every
+/// dev-dependency a second time.)
+#[test]
+fn editor_host_example_uses_only_the_gate() {
+    let path = manifest_dir().join("examples/editor-host.rs");
+    let text = std::fs::read_to_string(&path).expect("reading examples/editor-host.rs");
+    let modules: Vec<String> = text
+        .match_indices("acp_lsp::")
+        .map(|(at, _)| {
+            text[at + "acp_lsp::".len()..]
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == '{')
+                .collect()
+        })
+        .collect();
+    assert!(!modules.is_empty(), "examples/editor-host.rs uses the gate");
+    for module in modules {
+        assert!(
+            module == "gate" || module == "jsonrpc",
+            "examples/editor-host.rs uses acp_lsp::{module}, outside the lean gate"
+        );
+    }
+}
