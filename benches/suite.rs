@@ -8,6 +8,7 @@
 //! 3. Freshness: disk write → `didChange`, `text_written` → next request (`support::freshness`).
 //! 4. Scale: 100,000 files in 10,000 folders (`support::scale`).
 //! 5. rust-analyzer on this repository (`support::real_servers`).
+//! 6. Three agents on one project with and without `--shared` (`support::shared`).
 //!
 //! Environment: `BENCH_FIGURES=1,2,…` runs only those figures (default all).
 //! Prints progress to stderr and the table (Markdown) to stdout at the end.
@@ -46,7 +47,7 @@ fn main() {
     let figures: Vec<u32> = std::env::var("BENCH_FIGURES")
         .ok()
         .map(|v| v.split(',').filter_map(|f| f.trim().parse().ok()).collect())
-        .unwrap_or_else(|| vec![1, 2, 3, 4, 5]);
+        .unwrap_or_else(|| vec![1, 2, 3, 4, 5, 6]);
     let suite_start = Instant::now();
     let table = Table::default();
 
@@ -89,6 +90,7 @@ fn main() {
                     runtime.block_on(support::real_servers::run(&table))
                 }
             }
+            6 => support::shared::run(&table),
             other => {
                 eprintln!("no figure {other}");
                 Ok(())

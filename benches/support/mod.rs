@@ -8,6 +8,7 @@ pub mod real_servers;
 pub mod relay;
 pub mod requests;
 pub mod scale;
+pub mod shared;
 
 use std::ffi::CString;
 use std::io::BufRead;

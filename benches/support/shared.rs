@@ -1,0 +1,392 @@
+//! Figure 6: three agents on one Rust project, each behind its own
+//! `acp-lsp proxy`, with and without `--shared`, in the same run: how many
+//! rust-analyzers run, the RSS of the whole tree (proxies, daemon, servers;
+//! not the agents), and the time from the second agent's `session/new` to
+//! its first references answer equal to the first agent's.
+//!
+//! The agent is a few lines of Python that relays the bench's
+//! `_test/ask {method, params}` to the proxy as its own request (the same
+//! agent as `tests/daemon.rs`).
+
+use super::{acp_lsp_bin, Table, Verdict};
+use anyhow::{bail, ensure, Context, Result};
+use serde_json::{json, Value};
+use std::collections::HashSet;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The second agent must have its answer within this (the issue's target).
+const SECOND_AGENT_TARGET: Duration = Duration::from_millis(200);
+/// Shared RSS at most this times one plain agent's.
+const RSS_TARGET_RATIO: f64 = 1.2;
+/// Longest wait for the first agent's rust-analyzer to load the project.
+const READY_WAIT_MS: u64 = 120_000;
+
+const AGENT: &str = r#"
+import json, sys
+pending = {}
+n = 0
+def send(msg):
+    sys.stdout.write(json.dumps(msg) + "\n")
+    sys.stdout.flush()
+for line in sys.stdin:
+    try:
+        msg = json.loads(line)
+    except ValueError:
+        continue
+    if "method" in msg and "id" in msg:
+        method = msg["method"]
+        if method == "initialize":
+            send({"jsonrpc": "2.0", "id": msg["id"], "result": {"protocolVersion": 1, "agentCapabilities": {}}})
+        elif method == "session/new":
+            send({"jsonrpc": "2.0", "id": msg["id"], "result": {"sessionId": "s"}})
+        elif method == "_test/ask":
+            n += 1
+            ours = "agent-%d" % n
+            pending[ours] = msg["id"]
+            send({"jsonrpc": "2.0", "id": ours, "method": msg["params"]["method"], "params": msg["params"]["params"]})
+        else:
+            send({"jsonrpc": "2.0", "id": msg["id"], "result": None})
+    elif "id" in msg and msg["id"] in pending:
+        send({"jsonrpc": "2.0", "id": pending.pop(msg["id"]), "result": {"response": msg}})
+"#;
+
+/// One `acp-lsp proxy` with the relaying agent behind it.
+struct Proxy {
+    child: Child,
+    input: ChildStdin,
+    output: BufReader<ChildStdout>,
+    next_id: u64,
+}
+
+impl Proxy {
+    fn start(world: &World, shared: bool, name: &str) -> Result<Proxy> {
+        let log = std::fs::File::create(world.dir.join(format!("{name}.log")))?;
+        let mut command = Command::new(acp_lsp_bin());
+        command.args(["proxy", "--mcp", "off", "--config"]);
+        command.arg(&world.config);
+        if shared {
+            command.arg("--shared");
+        }
+        let mut child = command
+            .arg("--")
+            .arg("python3")
+            .arg(&world.agent)
+            .env("XDG_RUNTIME_DIR", &world.runtime)
+            .current_dir(&world.project)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(log)
+            .spawn()
+            .context("start acp-lsp proxy")?;
+        let input = child.stdin.take().context("stdin")?;
+        let output = BufReader::new(child.stdout.take().context("stdout")?);
+        Ok(Proxy {
+            child,
+            input,
+            output,
+            next_id: 0,
+        })
+    }
+
+    fn call(&mut self, method: &str, params: Value) -> Result<Value> {
+        self.next_id += 1;
+        let id = self.next_id;
+        let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        writeln!(self.input, "{line}")?;
+        self.input.flush()?;
+        loop {
+            let mut line = String::new();
+            ensure!(
+                self.output.read_line(&mut line)? > 0,
+                "the proxy closed its output"
+            );
+            let Ok(message) = serde_json::from_str::<Value>(&line) else {
+                continue;
+            };
+            if message["id"] == id && message.get("method").is_none() {
+                return Ok(message);
+            }
+        }
+    }
+
+    fn ask(&mut self, method: &str, params: Value) -> Result<Value> {
+        let answer = self.call("_test/ask", json!({"method": method, "params": params}))?;
+        Ok(answer["result"]["response"].clone())
+    }
+
+    fn open(&mut self, project: &Path) -> Result<()> {
+        self.call(
+            "initialize",
+            json!({"protocolVersion": 1, "clientCapabilities": {}}),
+        )?;
+        let session = self.call(
+            "session/new",
+            json!({"cwd": project.display().to_string(), "mcpServers": []}),
+        )?;
+        ensure!(session["result"]["sessionId"] == "s", "{session}");
+        Ok(())
+    }
+
+    /// The references of `area` (its declaration included), waiting for
+    /// rust-analyzer to be ready.
+    fn references(&mut self, project: &Path) -> Result<Value> {
+        let servers = self.ask("lsp/servers", json!({"sessionId": "s"}))?;
+        let server_id = servers["result"]["servers"]
+            .as_array()
+            .and_then(|list| list.iter().find(|s| s["name"] == "rust-analyzer"))
+            .map(|s| s["serverId"].clone())
+            .with_context(|| format!("no rust-analyzer in {servers}"))?;
+        let uri = super::file_uri(&project.join("src/geometry.rs"));
+        let answer = self.ask(
+            "lsp/request",
+            json!({
+                "sessionId": "s",
+                "serverId": server_id,
+                "method": "textDocument/references",
+                "params": {
+                    "textDocument": {"uri": uri},
+                    "position": {"line": 1, "character": 7},
+                    "context": {"includeDeclaration": true}
+                },
+                "_meta": {"waitUntilReady": READY_WAIT_MS}
+            }),
+        )?;
+        let result = answer["result"]["lspResult"].clone();
+        ensure!(
+            result.as_array().is_some_and(|r| !r.is_empty()),
+            "no references: {answer}"
+        );
+        Ok(result)
+    }
+
+    /// Closes the proxy's input: it ends its agent, then itself.
+    fn end(mut self) {
+        drop(self.input);
+        let _ = self.child.wait();
+    }
+}
+
+/// A private runtime dir (the daemon's socket), config, agent and project.
+struct World {
+    _tmp: tempfile::TempDir,
+    dir: PathBuf,
+    runtime: PathBuf,
+    config: PathBuf,
+    agent: PathBuf,
+    project: PathBuf,
+}
+
+impl World {
+    fn new() -> Result<World> {
+        let tmp = tempfile::tempdir()?;
+        let dir = tmp.path().to_path_buf();
+        let runtime = dir.join("run");
+        std::fs::create_dir(&runtime)?;
+        let project = dir.join("project");
+        copy_tree(
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/projects/rust-three-files"),
+            &project,
+        )?;
+        let project = project.canonicalize()?;
+        let config = dir.join("config.toml");
+        std::fs::write(&config, "idle_grace_ms = 1000\n")?;
+        let agent = dir.join("agent.py");
+        std::fs::write(&agent, AGENT)?;
+        Ok(World {
+            _tmp: tmp,
+            dir,
+            runtime,
+            config,
+            agent,
+            project,
+        })
+    }
+
+    /// The daemon's pid, from `acp-lsp daemon status --json`.
+    fn daemon_pid(&self) -> Result<u32> {
+        let output = Command::new(acp_lsp_bin())
+            .args(["daemon", "status", "--json", "--config"])
+            .arg(&self.config)
+            .env("XDG_RUNTIME_DIR", &self.runtime)
+            .output()?;
+        ensure!(output.status.success(), "no daemon answers");
+        let status: Value = serde_json::from_slice(&output.stdout)?;
+        status["pid"]
+            .as_u64()
+            .map(|p| p as u32)
+            .context("no pid in the daemon's status")
+    }
+}
+
+fn copy_tree(from: &Path, to: &Path) -> Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let target = to.join(entry.file_name());
+        if entry.file_type()?.is_dir() {
+            copy_tree(&entry.path(), &target)?;
+        } else {
+            std::fs::copy(entry.path(), &target)?;
+        }
+    }
+    Ok(())
+}
+
+fn proc_field(pid: u32, file: &str) -> Option<String> {
+    std::fs::read_to_string(format!("/proc/{pid}/{file}")).ok()
+}
+
+fn parent_of(pid: u32) -> Option<u32> {
+    let stat = proc_field(pid, "stat")?;
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+fn program_of(pid: u32) -> String {
+    proc_field(pid, "cmdline")
+        .and_then(|c| c.split('\0').next().map(str::to_string))
+        .unwrap_or_default()
+}
+
+fn rss_bytes(pid: u32) -> u64 {
+    proc_field(pid, "status")
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|n| n.parse::<u64>().ok())
+        })
+        .map_or(0, |kib| kib * 1024)
+}
+
+/// `roots` and all their descendants.
+fn process_tree(roots: &[u32]) -> HashSet<u32> {
+    let all: Vec<u32> = std::fs::read_dir("/proc")
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut tree: HashSet<u32> = roots.iter().copied().collect();
+    loop {
+        let before = tree.len();
+        for &pid in &all {
+            if !tree.contains(&pid) && parent_of(pid).is_some_and(|p| tree.contains(&p)) {
+                tree.insert(pid);
+            }
+        }
+        if tree.len() == before {
+            return tree;
+        }
+    }
+}
+
+/// What one mode measured.
+struct Outcome {
+    rust_analyzers: usize,
+    rss: u64,
+    second: Duration,
+    third: Duration,
+}
+
+fn measure(shared: bool) -> Result<Outcome> {
+    let world = World::new()?;
+    let mut proxies = (0..3)
+        .map(|i| Proxy::start(&world, shared, &format!("proxy{i}")))
+        .collect::<Result<Vec<_>>>()?;
+    proxies[0].open(&world.project)?;
+    let want = proxies[0].references(&world.project)?;
+    let mut times = Vec::new();
+    for proxy in &mut proxies[1..] {
+        let start = Instant::now();
+        proxy.open(&world.project)?;
+        let got = proxy.references(&world.project)?;
+        times.push(start.elapsed());
+        ensure!(got == want, "another answer: {got} (first agent: {want})");
+    }
+    let mut roots: Vec<u32> = proxies.iter().map(|p| p.child.id()).collect();
+    let daemon = if shared {
+        Some(world.daemon_pid()?)
+    } else {
+        None
+    };
+    roots.extend(daemon);
+    let counted: Vec<u32> = process_tree(&roots)
+        .into_iter()
+        .filter(|&pid| !program_of(pid).starts_with("python"))
+        .collect();
+    let rust_analyzers = counted
+        .iter()
+        .filter(|&&pid| program_of(pid).ends_with("rust-analyzer"))
+        .count();
+    let rss = counted.iter().map(|&pid| rss_bytes(pid)).sum();
+    for proxy in proxies {
+        proxy.end();
+    }
+    if let Some(pid) = daemon {
+        // The daemon would exit after the idle grace; end it now.
+        let _ = Command::new("kill").arg(pid.to_string()).status();
+    }
+    Ok(Outcome {
+        rust_analyzers,
+        rss,
+        second: times[0],
+        third: times[1],
+    })
+}
+
+pub fn run(table: &Table) -> Result<()> {
+    if acp_lsp::lsp::detect::find_on_path("rust-analyzer").is_none() {
+        bail!("rust-analyzer is not installed (rustup component add rust-analyzer)");
+    }
+    let plain = measure(false).context("three plain proxies")?;
+    let shared = measure(true).context("three shared proxies")?;
+    let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+    table.row(
+        "6 three agents on one project: rust-analyzer processes",
+        format!("{} with --shared", shared.rust_analyzers),
+        format!("{} without", plain.rust_analyzers),
+        None,
+        "1",
+        Verdict::of(shared.rust_analyzers == 1),
+    );
+    let one_agent = plain.rss as f64 / 3.0;
+    let ratio = shared.rss as f64 / one_agent;
+    table.row(
+        "6 three agents: RSS of proxies, daemon and servers",
+        format!("{:.0} MiB with --shared", mib(shared.rss)),
+        format!(
+            "{:.0} MiB without; one agent's {:.0} MiB",
+            mib(plain.rss),
+            one_agent / (1024.0 * 1024.0)
+        ),
+        Some(ratio),
+        format!("≤ {RSS_TARGET_RATIO}× one agent's"),
+        Verdict::of(ratio <= RSS_TARGET_RATIO),
+    );
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    table.row(
+        "6 second agent: session/new → first correct references",
+        format!(
+            "{:.0} ms with --shared (third {:.0} ms)",
+            ms(shared.second),
+            ms(shared.third)
+        ),
+        format!(
+            "{:.0} ms without (third {:.0} ms)",
+            ms(plain.second),
+            ms(plain.third)
+        ),
+        None,
+        format!("≤ {} ms", SECOND_AGENT_TARGET.as_millis()),
+        Verdict::of(shared.second <= SECOND_AGENT_TARGET),
+    );
+    Ok(())
+}
