@@ -276,7 +276,7 @@ impl LspHost for Registry {
 
     async fn route(&self, session: &Session, server_id: &str) -> Result<Route, GateError> {
         let unknown = || GateError::UnknownServer {
-            server_id: server_id.to_string(),
+            server_id: server_id.into(),
             servers: Vec::new(),
         };
         // A server of another session is unknown here too: sessions do not
@@ -307,7 +307,7 @@ impl LspHost for Registry {
             let watches = self.watches.lock();
             watches
                 .values()
-                .filter(|w| w.sessions.contains(call.session.id()))
+                .filter(|w| w.sessions.contains(call.session.id().as_str()))
                 .map(|w| w.watch.settler())
                 .collect()
         };
@@ -353,13 +353,13 @@ impl LspHost for Registry {
         self.unwatch_session(session.id());
         let orphaned: Vec<String> = {
             let mut tables = self.write();
-            tables.sessions.remove(session.id());
+            tables.sessions.remove(session.id().as_str());
             for server in tables.servers.values() {
                 server.detach_session(session.id());
             }
             let mut orphaned = Vec::new();
             for (id, users) in tables.users.iter_mut() {
-                if users.remove(session.id()) && users.is_empty() {
+                if users.remove(session.id().as_str()) && users.is_empty() {
                     orphaned.push(id.clone());
                 }
             }
@@ -424,7 +424,7 @@ impl LspHost for Registry {
         let ids = self
             .read()
             .sessions
-            .get(session.id())
+            .get(session.id().as_str())
             .and_then(|d| d.borrow().clone());
         for id in ids.iter().flat_map(|ids| ids.iter()) {
             if let Some(server) = self.server(id) {
