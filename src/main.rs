@@ -726,13 +726,15 @@ fn conformance_agent(
             for (name, why) in skipped {
                 text.push_str(&format!("not run: {name}: {why}\n"));
             }
-            eprint!("{text}");
+            // The report first: whoever reads the table on stderr may then
+            // read the report.
             if let Some(path) = &report {
                 let json = serde_json::to_string_pretty(outcomes).unwrap_or_default();
                 if let Err(e) = std::fs::write(path, json) {
                     report_error = Some(format!("cannot write {}: {e}", path.display()));
                 }
             }
+            eprint!("{text}");
             text
         },
     ));

@@ -4,6 +4,8 @@
 //! `session/new`, then asks `lsp/servers` and `lsp/request` and checks that
 //! pyright's real answer comes back through the gate, and that the gate's
 //! own refusals (not the host's) answer a method that is not forwarded.
+//! Then the example hosts `acp-lsp conformance agent`, which plays the RFD's
+//! normative scenarios for a Python workspace against it.
 
 #[path = "../examples/support/cargo_build.rs"]
 mod cargo_build;
@@ -19,6 +21,20 @@ use std::time::Duration;
 const MESSAGE_TIMEOUT: Duration = Duration::from_secs(120);
 /// How long the host may take to exit once its agent closes the connection.
 const EXIT_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long the conformance agent may take to play its scenarios.
+const VERDICT_TIMEOUT: Duration = Duration::from_secs(300);
+/// The normative scenarios over the Python workspace that an editor host
+/// with only the gate can pass: not `v2-batch` (the example reads no JSON
+/// arrays) nor `write-text-file-then-query` (it serves no `fs/*`).
+const SCENARIOS: &[&str] = &[
+    "python-navigation",
+    "refused-categories",
+    "method-spellings",
+    "uri-outside-roots",
+    "cancellation",
+    "handshake-v1",
+    "handshake-v2",
+];
 
 struct Agent {
     child: Child,
@@ -185,5 +201,87 @@ fn an_editor_host_answers_lsp_requests_from_its_own_pyright_through_the_gate() {
             let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
             panic!("the host did not exit within {EXIT_TIMEOUT:?} of its agent going away");
         }
+    }
+}
+
+#[test]
+fn the_conformance_agent_passes_the_editor_host() {
+    let manifest = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let fixtures = manifest.join("fixtures");
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let root = tmp.path().join("workspace");
+    let copied = Command::new("cp")
+        .arg("-r")
+        .arg(fixtures.join("python-navigation/workspace"))
+        .arg(&root)
+        .status()
+        .expect("cp");
+    assert!(copied.success(), "copying the scenario's workspace");
+    let report = tmp.path().join("report.json");
+    let built = cargo_build::build(&[], &["editor-host"], false).expect("building the example");
+    let mut host = Command::new(&built["editor-host"]);
+    host.arg(&root)
+        .arg("--")
+        .arg(env!("CARGO_BIN_EXE_acp-lsp"))
+        .args(["conformance", "agent", "--fixtures"])
+        .arg(&fixtures)
+        .arg("--report")
+        .arg(&report);
+    for scenario in SCENARIOS {
+        host.args(["--scenario", scenario]);
+    }
+    let mut host = host
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting examples/editor-host");
+    // The agent's verdict table ends with "N of M scenarios passed" on the
+    // stderr it shares with the host (its report is written before); the
+    // agent then waits for its host.
+    let stderr = host.stderr.take().expect("its stderr");
+    let (tx, lines) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut seen = Vec::new();
+    let verdict = loop {
+        match lines.recv_timeout(VERDICT_TIMEOUT) {
+            Ok(line) if line.contains("scenarios passed") => break line,
+            Ok(line) => seen.push(line),
+            Err(_) => {
+                let _ = host.kill();
+                panic!(
+                    "no verdict within {VERDICT_TIMEOUT:?}:\n{}",
+                    seen.join("\n")
+                );
+            }
+        }
+    };
+    // Ending the host closes the agent's stdin (it exits) and pyright's.
+    let _ = host.kill();
+    let _ = host.wait();
+    let outcomes: Value = serde_json::from_slice(&std::fs::read(&report).expect("the report"))
+        .expect("the report is JSON");
+    let outcomes = outcomes.as_array().expect("one outcome per scenario");
+    let played: Vec<&str> = outcomes
+        .iter()
+        .filter_map(|o| o["scenario"].as_str())
+        .collect();
+    for scenario in SCENARIOS {
+        assert!(
+            played.contains(scenario),
+            "{scenario} was played: {verdict}\n{}",
+            seen.join("\n")
+        );
+    }
+    for outcome in outcomes {
+        assert_eq!(outcome["passed"], true, "{outcome}\n{}", seen.join("\n"));
+        assert!(outcome["checked"].as_u64() > Some(0), "{outcome}");
     }
 }

@@ -230,7 +230,7 @@ impl LspHost for FakeHost {
     async fn request(&self, call: HostCall) -> Result<HostReply, GateError> {
         self.calls.lock().unwrap().push(Recorded {
             session: call.session.id().to_string(),
-            server_id: call.server_id.clone(),
+            server_id: call.server_id.to_string(),
             method: call.method.clone(),
             params: call.params.as_ref().map(|p| p.get().to_string()),
         });

@@ -517,7 +517,7 @@ impl LspHost for RemoteHost {
     }
 
     fn session_closed(self: &Arc<Self>, session: &Arc<Session>) {
-        self.shared.lock().sessions.remove(session.id());
+        self.shared.lock().sessions.remove(session.id().as_str());
         self.notify(Op::Close {
             session: session.id().to_string(),
         });

@@ -4,7 +4,7 @@
 //! JSON, carried byte for byte; errors are typed ([`WireError`]) and map
 //! back to the [`GateError`] the daemon's registry returned.
 
-use crate::gate::{GateError, NotRunning, ServerEntry, ServerState};
+use crate::gate::{GateError, NotRunning, ServerEntry, ServerId, ServerState};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use std::path::PathBuf;
@@ -76,7 +76,7 @@ pub enum Op {
 #[derive(Debug, Serialize, Deserialize)]
 pub struct ForwardedRequest {
     pub session: String,
-    pub server_id: String,
+    pub server_id: ServerId,
     pub method: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub params: Option<Box<RawValue>>,
@@ -150,10 +150,10 @@ pub struct ClientStatus {
 pub enum WireError {
     UnknownSession(String),
     UnknownServer {
-        server_id: String,
+        server_id: ServerId,
     },
     ServerNotRunning {
-        server_id: String,
+        server_id: ServerId,
         name: String,
         workspace_path: String,
         status: ServerState,
@@ -161,7 +161,7 @@ pub enum WireError {
         last_error: Option<String>,
     },
     ServerExited {
-        server_id: String,
+        server_id: ServerId,
         server: String,
     },
     ServerError {

@@ -4,6 +4,7 @@
 //! One struct serves the wire, the MCP tools and the CLI, so a field or a
 //! state renamed here is renamed everywhere, checked by the compiler.
 
+use super::ids::ServerId;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
@@ -111,7 +112,7 @@ pub struct RegistrationEntry {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ServerEntry {
-    pub server_id: String,
+    pub server_id: ServerId,
     pub name: String,
     /// The absolute workspace root the server was started for.
     pub workspace_path: String,
@@ -231,7 +232,7 @@ impl ServerEntry {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ServerSummary {
-    pub server_id: String,
+    pub server_id: ServerId,
     pub name: String,
     pub workspace_path: String,
     pub state: State,

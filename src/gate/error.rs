@@ -2,6 +2,7 @@
 
 use super::confine::ConfineError;
 use super::entry::{ServerState, ServerSummary, State};
+use super::ids::ServerId;
 use super::methods::Refusal;
 use crate::jsonrpc::ErrorObject;
 use serde::Serialize;
@@ -48,7 +49,7 @@ pub enum GateError {
     /// session is unknown too: sessions do not learn of each other).
     #[error("no server {server_id:?} is listed for this session; ask lsp/servers again")]
     UnknownServer {
-        server_id: String,
+        server_id: ServerId,
         /// The session's servers, filled in by the gate.
         servers: Vec<ServerSummary>,
     },
@@ -76,7 +77,7 @@ pub enum GateError {
     },
     /// `server` names it: "rust-analyzer at /path/to/root".
     #[error("{server} exited before answering")]
-    ServerExited { server_id: String, server: String },
+    ServerExited { server_id: ServerId, server: String },
     #[error("{}", server_error_message(lsp_error).unwrap_or_else(|| "the language server answered with an error".into()))]
     ServerError { lsp_error: Box<RawValue> },
     #[error("the server's response of {declared} bytes is over the frame limit")]
@@ -109,7 +110,7 @@ pub enum GateError {
 /// Which server is not running, and how.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NotRunning {
-    pub server_id: String,
+    pub server_id: ServerId,
     pub name: String,
     pub workspace_path: String,
     pub status: ServerState,

@@ -2,7 +2,7 @@
 //! entries, routing, forwarding one request), and the calls and replies
 //! that cross it.
 
-use super::{GateError, ServerEntry, Session};
+use super::{GateError, ServerEntry, ServerId, Session};
 use serde_json::value::RawValue;
 use std::future::Future;
 use std::sync::Arc;
@@ -22,7 +22,7 @@ pub struct Route {
 #[derive(Debug)]
 pub struct HostCall {
     pub session: Arc<Session>,
-    pub server_id: String,
+    pub server_id: ServerId,
     pub method: String,
     pub params: Option<Box<RawValue>>,
     /// The document URIs the params name (see [`named_documents`]), found while

@@ -10,6 +10,7 @@ pub mod confine;
 pub mod entry;
 pub mod error;
 pub mod host;
+pub mod ids;
 pub mod methods;
 mod params;
 pub mod session;
@@ -34,6 +35,7 @@ pub use entry::{
 };
 pub use error::{GateError, NotRunning};
 pub use host::{HostCall, HostReply, LspHost, Route};
+pub use ids::{ServerId, SessionId};
 pub use methods::{GateMethod, Refusal};
 pub use session::{Session, SessionTable};
 
@@ -548,7 +550,7 @@ impl<H: LspHost> Gate<H> {
         let deadline = route.request_timeout + wait.unwrap_or_default();
         let call = HostCall {
             session: Arc::clone(&session),
-            server_id: parsed.server_id.to_string(),
+            server_id: parsed.server_id.as_ref().into(),
             method: method.clone(),
             params: inner.map(ToOwned::to_owned),
             documents,

@@ -1,6 +1,7 @@
 //! The sessions the gate serves: id → roots and the confinement built from them.
 
 use super::confine::Confinement;
+use super::ids::SessionId;
 use parking_lot::RwLock;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -9,7 +10,7 @@ use std::sync::Arc;
 /// One ACP session as the gate sees it.
 #[derive(Debug)]
 pub struct Session {
-    id: String,
+    id: SessionId,
     roots: Vec<PathBuf>,
     confinement: Confinement,
 }
@@ -17,13 +18,13 @@ pub struct Session {
 impl Session {
     pub fn new(id: &str, roots: Vec<PathBuf>, confinement: Confinement) -> Session {
         Session {
-            id: id.to_string(),
+            id: id.into(),
             roots,
             confinement,
         }
     }
 
-    pub fn id(&self) -> &str {
+    pub fn id(&self) -> &SessionId {
         &self.id
     }
 

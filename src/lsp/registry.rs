@@ -200,7 +200,7 @@ impl Registry {
     pub fn start_server(&self, id: &str) -> Result<(), GateError> {
         let _deciding = self.starting.lock();
         let server = self.server(id).ok_or_else(|| GateError::UnknownServer {
-            server_id: id.to_string(),
+            server_id: id.into(),
             servers: Vec::new(),
         })?;
         self.running.lock().touch(id);
@@ -568,7 +568,7 @@ impl LspHost for Registry {
 
     async fn route(&self, session: &Session, server_id: &str) -> Result<Route, GateError> {
         let unknown = || GateError::UnknownServer {
-            server_id: server_id.to_string(),
+            server_id: server_id.into(),
             servers: Vec::new(),
         };
         // A server of another session is unknown here too: sessions do not
@@ -606,7 +606,7 @@ impl LspHost for Registry {
             let watches = self.watches.lock();
             watches
                 .values()
-                .filter(|w| w.sessions.contains(call.session.id()))
+                .filter(|w| w.sessions.contains(call.session.id().as_str()))
                 .map(|w| w.watch.settler())
                 .collect()
         };
@@ -661,14 +661,14 @@ impl LspHost for Registry {
         self.unwatch_session(session.id());
         let orphaned: Vec<String> = {
             let mut tables = self.write();
-            tables.sessions.remove(session.id());
-            tables.handles.remove(session.id());
+            tables.sessions.remove(session.id().as_str());
+            tables.handles.remove(session.id().as_str());
             for server in tables.servers.values() {
                 server.detach_session(session.id());
             }
             let mut orphaned = Vec::new();
             for (id, users) in tables.users.iter_mut() {
-                if users.remove(session.id()) && users.is_empty() {
+                if users.remove(session.id().as_str()) && users.is_empty() {
                     orphaned.push(id.clone());
                 }
             }

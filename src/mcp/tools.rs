@@ -178,7 +178,7 @@ impl LspTools {
         let uri = file_uri(&path)?;
         Ok(At {
             capabilities: capabilities_of(&entry),
-            server_id: entry.server_id,
+            server_id: entry.server_id.into(),
             server: entry.name,
             text_document: json!({ "uri": uri }),
             position: json!({ "line": line - 1, "character": character }),
@@ -560,7 +560,7 @@ impl LspTools {
             .await
             .map_err(describe)?
             .iter()
-            .map(|s| (s.server_id.clone(), encoding_of(s)))
+            .map(|s| (s.server_id.to_string(), encoding_of(s)))
             .collect();
         // (uri, encoding, diagnostics) from both sources.
         let mut found: Vec<(String, PositionEncoding, Vec<Value>)> = Vec::new();

@@ -347,7 +347,7 @@ impl Server {
             })
             .collect();
         ServerEntry {
-            server_id: self.spec.server_id.clone(),
+            server_id: self.spec.server_id.clone().into(),
             name: config.name.clone(),
             workspace_path: self.spec.root.display().to_string(),
             language_id: config.language_ids.first().cloned().unwrap_or_default(),

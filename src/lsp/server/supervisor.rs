@@ -457,7 +457,7 @@ impl Server {
     fn not_running(&self, status: &Status, waited: Option<Duration>) -> GateError {
         GateError::ServerNotRunning {
             server: Box::new(NotRunning {
-                server_id: self.spec.server_id.clone(),
+                server_id: self.spec.server_id.clone().into(),
                 name: self.spec.config.name.clone(),
                 workspace_path: self.spec.root.display().to_string(),
                 status: status.state,

@@ -150,7 +150,7 @@ impl Server {
     /// The server exited before answering; named by name and root.
     pub(super) fn exited(&self) -> GateError {
         GateError::ServerExited {
-            server_id: self.spec.server_id.clone(),
+            server_id: self.spec.server_id.clone().into(),
             server: format!("{} at {}", self.spec.config.name, self.spec.root.display()),
         }
     }
