@@ -334,3 +334,37 @@ async fn typescript_error_is_found() {
     );
     h.registry.shutdown().await;
 }
+
+/// A server that publishes one version in stages (an empty set, then the
+/// errors: typescript-language-server's syntactic, then semantic
+/// diagnostics) is answered with the last stage, not the first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_staged_publish_is_answered_with_its_last_stage() {
+    use support::fake::{FakeServer, SESSION};
+    let (fake, _) = FakeServer::start(
+        "diagnostics,staged_diagnostics_ms=100",
+        acp_lsp::lsp::registry::RegistryOptions::default(),
+        |root| std::fs::write(root.join("a.fake"), "an error here\n").expect("write"),
+        |_, _| {},
+    )
+    .await;
+    let response = fake
+        .call(
+            GateMethod::Diagnostics,
+            json!({"sessionId": SESSION, "uris": [fake.uri("a.fake")], "waitMs": WAIT_MS}),
+        )
+        .await;
+    let entries = response["result"]["diagnostics"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no diagnostics array: {response}"))
+        .clone();
+    assert_eq!(entries.len(), 1, "{response}");
+    let entry = &entries[0];
+    assert_eq!(entry["fresh"], true, "{entry}");
+    assert_eq!(
+        errors(entry).len(),
+        1,
+        "the first stage's empty set: {entry}"
+    );
+    fake.shut_down().await;
+}

@@ -57,7 +57,9 @@
 //!   rust-analyzer does when the workspace changes under a request), then as
 //!   usual.
 //! * `diagnostics` — after each `didOpen`/`didChange`, publish diagnostics for
-//!   that version: one error per line containing `error`.
+//!   that version: one error per line containing `error`. With
+//!   `staged_diagnostics_ms=<ms>`, an empty set for the version first and
+//!   the real one that many milliseconds later.
 //! * `progress` — after `initialized`, begin work-done progress (token
 //!   `"fake-index"`, title `Indexing`, percentage `12.5`); the first
 //!   `workspace/didChangeWatchedFiles` (a file changed on disk), or a
@@ -397,8 +399,25 @@ impl<W: Write> Server<W> {
                        "severity": 1, "message": line})
             })
             .collect();
+        let version = document["version"].clone();
+        // `staged_diagnostics_ms=<ms>`: first an empty set for the version,
+        // the real one that much later (as typescript-language-server
+        // publishes tsserver's syntactic, then semantic diagnostics).
+        if let Some(pause) = self
+            .mode
+            .params
+            .get("staged_diagnostics_ms")
+            .and_then(|ms| ms.parse().ok())
+        {
+            let note = json!({"jsonrpc": "2.0", "method": "textDocument/publishDiagnostics",
+                              "params": {"uri": document["uri"], "version": version,
+                                         "diagnostics": []}});
+            write_message(&mut self.out, note.to_string().as_bytes())?;
+            self.out.flush()?;
+            std::thread::sleep(Duration::from_millis(pause));
+        }
         let note = json!({"jsonrpc": "2.0", "method": "textDocument/publishDiagnostics",
-                          "params": {"uri": document["uri"], "version": document["version"],
+                          "params": {"uri": document["uri"], "version": version,
                                      "diagnostics": diagnostics}});
         write_message(&mut self.out, note.to_string().as_bytes())
     }

@@ -1,7 +1,9 @@
 //! The latest published diagnostics per document, and waiting for ones that
 //! reflect the text the server has.
 
-use super::{Live, Server, DIAGNOSTICS_READY_WAIT, DIAGNOSTIC_PULL_TIMEOUT, RETRY_PAUSE};
+use super::{
+    Live, Server, DIAGNOSTICS_READY_WAIT, DIAGNOSTIC_PULL_TIMEOUT, PUSH_SETTLE, RETRY_PAUSE,
+};
 use crate::gate::{GateError, State};
 use crate::jsonrpc::object::RawObject;
 use crate::lsp::connection::{Connection, Reply};
@@ -57,12 +59,25 @@ impl Server {
         }
         let mut published = self.published.subscribe();
         let deadline = tokio::time::Instant::now() + wait;
+        // Once fresh: until when more stages of the same version may come,
+        // and the publish that set it.
+        let mut settle: Option<(tokio::time::Instant, u64)> = None;
         loop {
             {
                 let docs = self.docs();
                 let live = self.live();
                 let fresh = is_fresh(&docs, &live, uri);
-                if fresh || tokio::time::Instant::now() >= deadline {
+                let now = tokio::time::Instant::now();
+                let sequence = live.diagnostics.get(uri).map_or(0, |p| p.sequence);
+                if fresh {
+                    match settle {
+                        Some((_, seen)) if seen == sequence => {}
+                        // A first or a further stage: wait a little more.
+                        _ => settle = Some(((now + PUSH_SETTLE).min(deadline), sequence)),
+                    }
+                }
+                let settled = settle.is_some_and(|(until, _)| now >= until);
+                if (fresh && settled) || now >= deadline {
                     let outcome = Outcome {
                         mode: "push",
                         fresh,
@@ -74,13 +89,10 @@ impl Server {
                     });
                 }
             }
-            if tokio::time::timeout_at(deadline, published.changed())
-                .await
-                .is_err()
-            {
-                // Deadline: the loop answers with what there is, marked stale.
-                continue;
-            }
+            let until = settle.map_or(deadline, |(until, _)| until);
+            // A timeout is the deadline or the end of the settle window: the
+            // loop answers with what there is.
+            let _ = tokio::time::timeout_at(until, published.changed()).await;
         }
     }
 

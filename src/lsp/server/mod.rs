@@ -56,6 +56,14 @@ pub const INDEX_START_WAIT: Duration = Duration::from_secs(15);
 /// How long `_acp-lsp/diagnostics` waits for a server to be `running`
 /// before syncing the documents it asks about.
 pub const DIAGNOSTICS_READY_WAIT: Duration = Duration::from_secs(20);
+/// After the first publish that reflects a document's text, how long
+/// `_acp-lsp/diagnostics` (push mode) waits for another publish of the same
+/// document before answering: servers publish one version in stages
+/// (typescript-language-server sends tsserver's syntactic diagnostics, then
+/// the semantic ones, each as a full set), and the first stage alone would
+/// say "no type errors". Re-armed by each publish of the document, bounded
+/// by the caller's wait.
+pub const PUSH_SETTLE: Duration = Duration::from_millis(300);
 /// Least time `_acp-lsp/diagnostics` gives a pull (`textDocument/diagnostic`)
 /// to be answered, whatever `waitMs` says: a pull is a request, not a wait.
 pub const DIAGNOSTIC_PULL_TIMEOUT: Duration = Duration::from_secs(30);
