@@ -11,244 +11,22 @@ use acp_lsp::host::ProxyHost;
 use acp_lsp::lsp::config::Config;
 use acp_lsp::lsp::registry::{Registry, RegistryOptions};
 use acp_lsp::mcp::McpMode;
-use acp_lsp::oneshot::{
-    params_file, FileLocation, OneShot, OneShotError, RenameError, RenameOutcome,
-};
+use acp_lsp::oneshot::{params_file, OneShot, OneShotError, RenameError, RenameOutcome};
 use acp_lsp::record::Recorder;
 use anyhow::Context;
-use clap::{Parser, Subcommand};
+use clap::Parser;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
-/// What `--version` says: this program, and the protocols it speaks.
-const VERSION: &str = concat!(
-    env!("CARGO_PKG_VERSION"),
-    "\nACP protocol versions: 1, and 2 (draft)",
-    "\nRFD: LSP over ACP, `lsp/servers` and `lsp/request` (rfd/lsp-over-acp.md, from the ACP RFD \"LSP proxy methods\"); also as _lsp/* and _zed.dev/lsp/*",
-    "\nMCP: streamable HTTP and stdio (tools over the same gate)",
-);
+#[path = "main/args.rs"]
+mod args;
 
-#[derive(Parser)]
-#[command(
-    name = "acp-lsp",
-    version = VERSION,
-    about = "Gives ACP coding agents real language-server intelligence"
-)]
-struct Cli {
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(clap::Args)]
-struct LogArgs {
-    /// Log level or filter (tracing EnvFilter syntax), e.g. `info`, `acp_lsp=debug`.
-    /// A bare level is for acp-lsp's own lines; other crates stay at `warn`
-    /// unless named (`info,rmcp=debug`).
-    #[arg(long, default_value = "warn", global = true)]
-    log_level: String,
-    /// Write logs to this file instead of stderr.
-    #[arg(long, global = true)]
-    log_file: Option<PathBuf>,
-    /// `text`: one line per event for people; `json`: one JSON object per
-    /// event (fields and spans as members) for machines.
-    #[arg(long, value_enum, default_value_t = LogFormat::Text, global = true)]
-    log_format: LogFormat,
-}
-
-#[derive(Clone, Copy, clap::ValueEnum)]
-enum LogFormat {
-    Text,
-    Json,
-}
-
-#[derive(Subcommand)]
-enum DaemonAction {
-    /// Run the daemon (`proxy --shared` starts it; it exits when it has
-    /// neither clients nor servers).
-    Run {
-        /// Config file (default: $XDG_CONFIG_HOME/acp-lsp/config.toml).
-        #[arg(long)]
-        config: Option<PathBuf>,
-        #[command(flatten)]
-        log: LogArgs,
-    },
-    /// List the running daemon's clients, servers, memory and uptime.
-    Status {
-        /// The config file the proxies were given (one daemon per config).
-        #[arg(long)]
-        config: Option<PathBuf>,
-        /// One JSON object instead of text.
-        #[arg(long)]
-        json: bool,
-    },
-}
-
-#[derive(Subcommand)]
-enum Command {
-    /// The shared per-user daemon behind `proxy --shared`.
-    Daemon {
-        #[command(subcommand)]
-        action: DaemonAction,
-    },
-    /// Run in front of an ACP agent: `acp-lsp proxy -- AGENT [ARGS…]`.
-    Proxy {
-        /// Config file (default: $XDG_CONFIG_HOME/acp-lsp/config.toml).
-        #[arg(long)]
-        config: Option<PathBuf>,
-        /// Record every message to this file (JSON lines).
-        #[arg(long)]
-        record: Option<PathBuf>,
-        /// Who answers lsp/* when the editor advertises `lsp` itself.
-        #[arg(long, value_enum, default_value_t = LspMode::Auto)]
-        lsp: LspMode,
-        /// Start language servers on first use instead of on session/new.
-        #[arg(long)]
-        lazy: bool,
-        /// Add acp-lsp's MCP server (language-server tools) to every session's mcpServers.
-        #[arg(long, value_enum, default_value_t = McpMode::Auto)]
-        mcp: McpMode,
-        /// Share language servers with other proxies of this user through
-        /// one daemon, started on first use (also the config key `shared`).
-        #[arg(long)]
-        shared: bool,
-        #[command(flatten)]
-        log: LogArgs,
-        /// The agent command and its arguments.
-        #[arg(required = true, last = true)]
-        agent: Vec<String>,
-    },
-    /// Send one LSP request through the gate and print the server's raw result.
-    ///
-    /// PARAMS_JSON is the LSP params; positions in it are zero-based, in the
-    /// server's position encoding (UTF-16 unless configured), as in LSP.
-    Request {
-        /// An LSP client-to-server request method, e.g. `textDocument/hover`.
-        method: String,
-        /// The params as JSON, e.g. '{"textDocument":{"uri":"file:///…"},"position":{"line":0,"character":3}}'.
-        params_json: String,
-        /// The session root (default: the current folder).
-        #[arg(long)]
-        root: Option<PathBuf>,
-        /// The server to ask, by name (default: the one for the file the params name).
-        #[arg(long)]
-        server: Option<String>,
-        /// Config file (default: $XDG_CONFIG_HOME/acp-lsp/config.toml).
-        #[arg(long)]
-        config: Option<PathBuf>,
-        #[command(flatten)]
-        log: LogArgs,
-    },
-    /// Rename the symbol at FILE:LINE:COL to NEW_NAME in every file, with the
-    /// file's language server, and write the changes (atomically, all or nothing).
-    ///
-    /// LINE and COL are 1-based and COL counts characters, as editors show
-    /// them; they are converted to the server's position encoding (UTF-16
-    /// unless configured) before asking the server.
-    Rename {
-        /// Where the symbol is: FILE:LINE:COL.
-        location: FileLocation,
-        /// The symbol's new name, as it should appear in the code.
-        new_name: String,
-        /// The session root; edits outside it are refused (default: the current folder).
-        #[arg(long)]
-        root: Option<PathBuf>,
-        /// Print the unified diff instead of writing.
-        #[arg(long)]
-        dry_run: bool,
-        /// Accept changes the server marks as needing confirmation.
-        #[arg(long)]
-        yes: bool,
-        /// The server to ask, by name (default: the one for the file).
-        #[arg(long)]
-        server: Option<String>,
-        /// Config file (default: $XDG_CONFIG_HOME/acp-lsp/config.toml).
-        #[arg(long)]
-        config: Option<PathBuf>,
-        #[command(flatten)]
-        log: LogArgs,
-    },
-    /// The conformance suite of fixtures/: by default, play the normative
-    /// scenarios as the agent and the editor against acp-lsp itself, or
-    /// against the implementation given after `--` (`{agent}` marks where
-    /// its agent command goes).
-    #[command(args_conflicts_with_subcommands = true)]
-    Conformance {
-        #[command(subcommand)]
-        action: Option<ConformanceAction>,
-        /// The fixtures folder.
-        #[arg(long, default_value = "fixtures")]
-        fixtures: PathBuf,
-        /// Only this scenario (repeatable).
-        #[arg(long = "scenario")]
-        scenarios: Vec<String>,
-        #[arg(long, value_enum, default_value_t = ReportFormat::Table)]
-        format: ReportFormat,
-        /// Also write the JSON report to this file.
-        #[arg(long)]
-        report: Option<PathBuf>,
-        /// Replay the recordings against acp-lsp with stand-in servers (no
-        /// language server needed; what `cargo test` runs).
-        #[arg(long, conflicts_with = "record_fixtures")]
-        replay: bool,
-        /// Re-record every selected fixture against acp-lsp and the real
-        /// language servers (rewrites session.jsonl and expect/).
-        #[arg(long)]
-        record_fixtures: bool,
-        /// The implementation under test, e.g. `other-proxy --stdio -- {agent}`.
-        #[arg(last = true)]
-        command: Vec<std::ffi::OsString>,
-    },
-    /// The MCP server the proxy adds to each session, as the agent starts it:
-    /// bridges stdin/stdout to the running proxy. Not for use by hand.
-    Mcp {
-        /// The proxy's socket.
-        #[arg(long)]
-        connect: PathBuf,
-        #[command(flatten)]
-        log: LogArgs,
-    },
-    /// Show which language servers would run for a folder, and whether each is installed.
-    Servers {
-        /// The folder (default: the current one).
-        dir: Option<PathBuf>,
-        /// Config file (default: $XDG_CONFIG_HOME/acp-lsp/config.toml).
-        #[arg(long)]
-        config: Option<PathBuf>,
-        /// Print the built-in server table as TOML (the config file's format) and exit.
-        #[arg(long)]
-        print_builtins: bool,
-    },
-}
-
-#[derive(Subcommand)]
-enum ConformanceAction {
-    /// Join stdin/stdout to a Unix socket (the runner's stand-in agent and servers).
-    #[command(hide = true)]
-    Bridge { socket: PathBuf },
-    /// Be the ACP agent of an editor host that implements the `lsp` client
-    /// capability: once the host opens a session on a copy of a scenario's
-    /// workspace, play the normative scenarios for that folder against it.
-    /// The verdict goes to stderr, to --report and to the reply to any prompt.
-    Agent {
-        /// The fixtures folder.
-        #[arg(long)]
-        fixtures: PathBuf,
-        /// Only this scenario (repeatable).
-        #[arg(long = "scenario")]
-        scenarios: Vec<String>,
-        /// Write the JSON report here.
-        #[arg(long)]
-        report: Option<PathBuf>,
-    },
-}
-
-#[derive(Clone, Copy, clap::ValueEnum)]
-enum ReportFormat {
-    Table,
-    Json,
-}
+use args::{
+    Cli, Command, ConformanceAction, ConformanceArgs, DaemonAction, LogArgs, LogFormat, RenameArgs,
+    ReportFormat,
+};
 
 fn init_logging(log: &LogArgs) -> anyhow::Result<()> {
     use tracing_subscriber::fmt::writer::BoxMakeWriter;
@@ -516,17 +294,6 @@ fn run_request(
     Ok(ExitCode::SUCCESS)
 }
 
-struct RenameArgs {
-    location: FileLocation,
-    new_name: String,
-    root: Option<PathBuf>,
-    dry_run: bool,
-    yes: bool,
-    server: Option<String>,
-    config: Option<PathBuf>,
-    log: LogArgs,
-}
-
 /// `acp-lsp rename`.
 fn run_rename(args: RenameArgs) -> anyhow::Result<ExitCode> {
     let RenameArgs {
@@ -578,17 +345,6 @@ fn run_rename(args: RenameArgs) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
-}
-
-struct ConformanceArgs {
-    action: Option<ConformanceAction>,
-    fixtures: PathBuf,
-    scenarios: Vec<String>,
-    format: ReportFormat,
-    report: Option<PathBuf>,
-    replay: bool,
-    record_fixtures: bool,
-    command: Vec<std::ffi::OsString>,
 }
 
 /// `acp-lsp conformance`.
@@ -792,9 +548,10 @@ async fn proxy(
     let (mcp_relay, _mcp_listeners) = match mcp_mode {
         McpMode::Off => (None, None),
         McpMode::Stdio | McpMode::Auto => {
-            let (relay, listeners) = start_mcp(&gate, mcp_mode == McpMode::Auto, mcp_http)
-                .await
-                .context("cannot start the MCP server")?;
+            let (relay, listeners) =
+                acp_lsp::mcp::start::start(&gate, mcp_mode == McpMode::Auto, mcp_http)
+                    .await
+                    .context("cannot start the MCP server")?;
             (Some(relay), Some(listeners))
         }
     };
@@ -839,65 +596,4 @@ async fn proxy(
         None => tracing::warn!("agent killed: it did not exit in time"),
     }
     Ok(status.and_then(|s| s.code()).unwrap_or(1))
-}
-
-/// The listeners the injected MCP entries connect to (the private socket, and
-/// with `http` the loopback HTTP server), and what the relay needs to inject
-/// them. Dropping the listeners stops them and removes the socket.
-async fn start_mcp(
-    gate: &Arc<Gate<ProxyHost>>,
-    http: bool,
-    http_limits: acp_lsp::lsp::config::McpHttpLimits,
-) -> anyhow::Result<(
-    acp_lsp::mcp::McpRelay,
-    (
-        acp_lsp::mcp::socket::McpSocket,
-        Option<acp_lsp::mcp::http::McpHttp>,
-    ),
-)> {
-    use acp_lsp::mcp::{
-        editor::EditorFs,
-        inject::{HttpEntry, StdioEntry},
-        tokens::TokenTable,
-    };
-    let random = acp_lsp::mcp::random_hex()?;
-    let tokens = Arc::new(TokenTable::new());
-    let editor = Arc::new(EditorFs::new(&random));
-    let socket = acp_lsp::mcp::socket::McpSocket::bind(
-        Arc::clone(gate),
-        Arc::clone(&tokens),
-        Some(Arc::clone(&editor)),
-        &random,
-        acp_lsp::mcp::tools::READY_WAIT,
-    )?;
-    let entry = StdioEntry {
-        command: std::env::current_exe().context("cannot find the acp-lsp executable")?,
-        socket: socket.path().to_path_buf(),
-    };
-    let http_server = if http {
-        Some(
-            acp_lsp::mcp::http::McpHttp::bind_with_limits(
-                Arc::clone(gate),
-                Arc::clone(&tokens),
-                Some(Arc::clone(&editor)),
-                acp_lsp::mcp::tools::READY_WAIT,
-                http_limits,
-            )
-            .await?,
-        )
-    } else {
-        None
-    };
-    let http = http_server
-        .as_ref()
-        .map(|server| HttpEntry { url: server.url() });
-    Ok((
-        acp_lsp::mcp::McpRelay {
-            tokens,
-            entry,
-            http,
-            editor,
-        },
-        (socket, http_server),
-    ))
 }
