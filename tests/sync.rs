@@ -761,12 +761,17 @@ async fn a_swapped_directory_is_not_followed_by_the_reopen_after_a_restart() {
     swap_for_link(&fake, &elsewhere, "parked");
     assert_echo(&fake.hover(&other).await, &other);
     // The fake exits after that answer and is started again; a request
-    // waits until the restart has reopened the documents.
+    // waits until the restart has reopened the documents. The restart's
+    // `initialize` in the log does not mean the server runs yet: the
+    // request says it waits (without it, it raced the supervisor and was
+    // answered `server_not_running` when the gate's checks were quick).
     fake.wait_log("the restart's initialize", |log| {
         (log.iter().filter(|m| m["method"] == "initialize").count() == 2).then_some(())
     })
     .await;
-    assert_echo(&fake.hover(&other).await, &other);
+    let mut waiting = fake.hover_params(&other);
+    waiting["_meta"] = json!({ "waitUntilReady": LOG_TIMEOUT.as_millis() as u64 });
+    assert_echo(&fake.call(GateMethod::Request, waiting).await, &other);
     let log = fake.finish().await;
     let initializes = log.iter().filter(|m| m["method"] == "initialize").count();
     assert!(initializes >= 2, "restarted: {initializes} initializes");

@@ -286,6 +286,9 @@ pub fn fake_config(name: &str, mode: &str, env: &[(&str, &str)]) -> ServerConfig
 // ---------------------------------------------------------------- acp-lsp: registry + gate
 
 /// A registry and a gate with one open session over `root`.
+/// The gate's in-flight quota in the bench (per session and in all).
+pub const BENCH_MAX_IN_FLIGHT: usize = 256;
+
 pub struct GateStack {
     pub registry: Arc<Registry>,
     pub gate: Arc<Gate<Registry>>,
@@ -305,7 +308,16 @@ impl GateStack {
             ..Config::builtin()
         };
         let registry = Registry::new(config, options);
-        let gate = Gate::new(Arc::clone(&registry), GateConfig::default());
+        // Figure 2 keeps 64 requests of one session in flight: above the
+        // default quota (32 per session), which would refuse half of them.
+        let gate = Gate::new(
+            Arc::clone(&registry),
+            GateConfig {
+                max_requests_per_session: BENCH_MAX_IN_FLIGHT,
+                max_requests_total: BENCH_MAX_IN_FLIGHT,
+                ..GateConfig::default()
+            },
+        );
         gate.open_session(SESSION, vec![root.to_path_buf()]);
         let mut stack = GateStack {
             registry,

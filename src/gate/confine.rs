@@ -215,16 +215,22 @@ impl Confinement {
         let outside = || ConfineError::OutsideRoots {
             uri: uri.to_string(),
         };
-        let lexical = resolve(&normalize_lexically(&path)).map_err(|_| outside())?;
+        let normalized = normalize_lexically(&path);
+        let lexical = resolve(&normalized).map_err(|_| outside())?;
         if !self.inside_any(&lexical) {
             return Err(outside());
         }
 
         // Kernel reading: decode as-is and let `..` follow symlinks.
         let decoded = decode_path(raw_path).ok_or_else(|| invalid(uri, "path is not UTF-8"))?;
-        let physical = resolve(&decoded).map_err(|_| outside())?;
-        if !self.inside_any(&physical) {
-            return Err(outside());
+        // The same components resolve to the same path: when the readings
+        // agree (no dot segments; the common case), the walk above (one
+        // lstat per component) already checked this one.
+        if decoded != normalized {
+            let physical = resolve(&decoded).map_err(|_| outside())?;
+            if !self.inside_any(&physical) {
+                return Err(outside());
+            }
         }
         Ok(lexical)
     }

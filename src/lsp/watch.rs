@@ -1,9 +1,13 @@
 //! Watching session roots for file changes, ignore-aware: each directory the
 //! walk keeps gets its own non-recursive OS watch (a recursive watch would
 //! also descend into `target/`, `node_modules/`, `.git/`). Raw events are
-//! coalesced over a short window and handed on as one batch of changes.
+//! coalesced adaptively and handed on as one batch of changes: an in-place
+//! write after quiet goes on as soon as its file is closed; creations,
+//! deletions, renames (half of an atomic save, or a directory move) and
+//! bursts are gathered over a short window.
 
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
+use notify::event::{AccessKind, AccessMode, ModifyKind, RenameMode};
 use notify::{Event, EventKind, RecommendedWatcher, RecursiveMode, Watcher as _};
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashSet};
@@ -13,7 +17,8 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
 
-/// How long events are gathered after the first one before a batch is handed on.
+/// How long events are gathered after the first one before a batch is handed
+/// on, unless the batch may go at once (see [`WatchOptions::adaptive`]).
 pub const DEFAULT_COALESCE: Duration = Duration::from_millis(20);
 
 /// What happened to a path, as seen after the coalescing window.
@@ -77,6 +82,14 @@ pub struct WatchOptions {
     /// Directory names never walked or reported (`.git`, `target`, …).
     pub skip_dirs: Vec<String>,
     pub coalesce: Duration,
+    /// Adaptive coalescing: after quiet, a batch of in-place writes goes on
+    /// as soon as every written file is closed (no window). Anything that
+    /// may be one step of several (a creation, a deletion, a rename: an
+    /// atomic save is a temporary file renamed over the original, a moved
+    /// directory is a rename) and events following a batch closely (a
+    /// burst) still wait for the whole window. `false`: every batch waits
+    /// for the window (the bench's baseline).
+    pub adaptive: bool,
     /// Most directory watches to add (test hook for the OS limit); `None` = the OS decides.
     pub max_watches: Option<usize>,
 }
@@ -89,6 +102,7 @@ impl Default for WatchOptions {
                 .map(|s| s.to_string())
                 .collect(),
             coalesce: DEFAULT_COALESCE,
+            adaptive: true,
             max_watches: None,
         }
     }
@@ -142,11 +156,12 @@ impl RootWatch {
         let received = Arc::new(AtomicU64::new(0));
         let counter = Arc::clone(&received);
         let watcher = notify::recommended_watcher(move |event: notify::Result<Event>| {
-            // Reads (open, close) change nothing and are dropped below anyway;
-            // counted, each would make the next request settle for a batch
-            // (~20 ms) that does nothing, and the MCP tools read the files
-            // they answer about.
-            if matches!(&event, Ok(e) if matches!(e.kind, EventKind::Access(_))) {
+            // Reads (open, close) change nothing; counted, each would make
+            // the next request settle for a batch (~20 ms) that does
+            // nothing, and the MCP tools read the files they answer about.
+            // The close of a written file is kept: it says the write is
+            // complete (the adaptive coalescing hands the batch on then).
+            if matches!(&event, Ok(e) if is_read(&e.kind)) {
                 return;
             }
             // Counted before it is queued: a settle that reads the count then
@@ -314,19 +329,45 @@ async fn coalesce(
     sink: mpsc::UnboundedSender<Delivery>,
 ) {
     let mut consumed: u64 = 0;
+    let window = shared.options.coalesce;
+    // Until when a new event counts as part of a burst (and waits for the
+    // whole window), and until when the batch after a batch handed on at
+    // once keeps gathering: that one covered no window, so the next covers
+    // two, and a burst gets no more batches than with fixed windows.
+    let mut burst_until = tokio::time::Instant::now();
+    let mut stretch_until = burst_until;
     while let Some(first) = raw.recv().await {
+        let started = tokio::time::Instant::now();
+        let mut pending = Pending::default();
+        pending.add(&first);
         let mut events = vec![first];
-        let window = tokio::time::sleep(shared.options.coalesce);
-        tokio::pin!(window);
+        let quiet = shared.options.adaptive && started >= burst_until;
+        let deadline = (started + window).max(stretch_until);
+        let mut at_once = false;
         loop {
+            // Whatever is queued already belongs to this batch.
+            while let Ok(event) = raw.try_recv() {
+                pending.add(&event);
+                events.push(event);
+            }
+            if quiet && pending.complete() {
+                at_once = true;
+                break;
+            }
             tokio::select! {
-                _ = &mut window => break,
+                _ = tokio::time::sleep_until(deadline) => break,
                 next = raw.recv() => match next {
-                    Some(event) => events.push(event),
+                    Some(event) => {
+                        pending.add(&event);
+                        events.push(event);
+                    }
                     None => break,
                 },
             }
         }
+        let now = tokio::time::Instant::now();
+        burst_until = now + window;
+        stretch_until = if at_once { started + 2 * window } else { now };
         consumed += events.len() as u64;
         let mut rescan = false;
         // Path → whether some event said it was created.
@@ -350,8 +391,15 @@ async fn coalesce(
             if matches!(event.kind, EventKind::Access(_)) {
                 continue;
             }
-            for path in event.paths {
-                *touched.entry(path).or_default() |= created;
+            // A rename's source left: it was not created (an earlier batch
+            // may have reported it; it is now reported deleted).
+            let from = match event.kind {
+                EventKind::Modify(ModifyKind::Name(RenameMode::From)) => event.paths.len(),
+                EventKind::Modify(ModifyKind::Name(RenameMode::Both)) => 1,
+                _ => 0,
+            };
+            for (i, path) in event.paths.into_iter().enumerate() {
+                *touched.entry(path).or_default() |= created && i >= from;
             }
         }
         if rescan {
@@ -407,6 +455,51 @@ async fn coalesce(
             }
         }
         shared.handled.send_replace(consumed);
+    }
+}
+
+/// Reads: opening a file, closing one not written. Nothing changed.
+fn is_read(kind: &EventKind) -> bool {
+    matches!(kind, EventKind::Access(access) if *access != AccessKind::Close(AccessMode::Write))
+}
+
+/// What the events of a batch so far say about handing it on at once.
+#[derive(Default)]
+struct Pending {
+    /// Some event may be one step of several (creation, deletion, rename,
+    /// overflow, an error, an event of a kind not known).
+    structural: bool,
+    /// Files written and not closed yet.
+    open: HashSet<PathBuf>,
+}
+
+impl Pending {
+    fn add(&mut self, event: &notify::Result<Event>) {
+        let Ok(event) = event else {
+            self.structural = true;
+            return;
+        };
+        if event.need_rescan() {
+            self.structural = true;
+            return;
+        }
+        match event.kind {
+            EventKind::Modify(ModifyKind::Data(_) | ModifyKind::Any) => {
+                self.open.extend(event.paths.iter().cloned());
+            }
+            EventKind::Modify(ModifyKind::Metadata(_)) => {}
+            EventKind::Access(AccessKind::Close(AccessMode::Write)) => {
+                for path in &event.paths {
+                    self.open.remove(path);
+                }
+            }
+            _ => self.structural = true,
+        }
+    }
+
+    /// Only in-place writes, each file closed since: the batch is whole.
+    fn complete(&self) -> bool {
+        !self.structural && self.open.is_empty()
     }
 }
 
@@ -536,6 +629,95 @@ mod tests {
         assert_eq!(
             change_of(&f.changes_for(&m).await, &m),
             Some(FileChange::Changed)
+        );
+    }
+
+    /// The next batch of changes (a rescan fails the test).
+    async fn next_changes(f: &mut Fixture) -> Vec<(PathBuf, FileChange)> {
+        let delivery = tokio::time::timeout(BATCH_TIMEOUT, f.rx.recv())
+            .await
+            .expect("no batch in time")
+            .expect("watch ended");
+        match delivery.batch {
+            WatchBatch::Changes(changes) => changes,
+            WatchBatch::Rescan => panic!("a rescan"),
+        }
+    }
+
+    /// A window no test waits out: a batch that arrives was handed on
+    /// without it.
+    const ENDLESS: Duration = Duration::from_secs(3600);
+    /// A window long enough that the steps of one save fall inside it.
+    const WIDE: Duration = Duration::from_millis(500);
+
+    #[tokio::test]
+    async fn an_in_place_write_after_quiet_goes_on_without_the_window() {
+        let mut f = fixture(WatchOptions {
+            coalesce: ENDLESS,
+            ..WatchOptions::default()
+        });
+        let a = f.root.join("src/a.rs");
+        std::fs::write(&a, "changed").unwrap();
+        assert_eq!(next_changes(&mut f).await, vec![(a, FileChange::Changed)]);
+    }
+
+    #[tokio::test]
+    async fn an_atomic_save_is_one_change() {
+        let mut f = fixture(WatchOptions {
+            coalesce: WIDE,
+            ..WatchOptions::default()
+        });
+        let a = f.root.join("src/a.rs");
+        // Write a temporary file, rename it over the original.
+        let tmp = f.root.join("src/.a.rs.tmp");
+        std::fs::write(&tmp, "saved").unwrap();
+        std::fs::rename(&tmp, &a).unwrap();
+        let changes = next_changes(&mut f).await;
+        assert_eq!(changes.len(), 1, "{changes:?}");
+        assert_eq!(changes[0].0, a);
+        // And the temporary file never shows up later either.
+        let sentinel = f.root.join("src/sentinel.rs");
+        std::fs::write(&sentinel, "s").unwrap();
+        loop {
+            let changes = next_changes(&mut f).await;
+            assert_eq!(change_of(&changes, &tmp), None, "{changes:?}");
+            if change_of(&changes, &sentinel).is_some() {
+                break;
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_directory_move_is_one_change() {
+        let mut f = fixture(WatchOptions {
+            coalesce: WIDE,
+            ..WatchOptions::default()
+        });
+        let outside = f.dir.path().join("../").canonicalize().unwrap();
+        let staging = tempfile::tempdir_in(outside).unwrap();
+        std::fs::create_dir_all(staging.path().join("pkg")).unwrap();
+        std::fs::write(staging.path().join("pkg/m.rs"), "m").unwrap();
+        std::fs::write(staging.path().join("pkg/n.rs"), "n").unwrap();
+        let pkg = f.root.join("src/pkg");
+        std::fs::rename(staging.path().join("pkg"), &pkg).unwrap();
+        assert_eq!(
+            next_changes(&mut f).await,
+            vec![
+                (pkg.join("m.rs"), FileChange::Created),
+                (pkg.join("n.rs"), FileChange::Created)
+            ]
+        );
+        // Renamed inside the root: the old directory goes, once, and the
+        // files come under the new name, in the same batch.
+        let moved = f.root.join("src/moved");
+        std::fs::rename(&pkg, &moved).unwrap();
+        assert_eq!(
+            next_changes(&mut f).await,
+            vec![
+                (moved.join("m.rs"), FileChange::Created),
+                (moved.join("n.rs"), FileChange::Created),
+                (pkg, FileChange::Deleted),
+            ]
         );
     }
 
