@@ -24,34 +24,8 @@ const RSS_TARGET_RATIO: f64 = 1.2;
 /// Longest wait for the first agent's rust-analyzer to load the project.
 const READY_WAIT_MS: u64 = 120_000;
 
-const AGENT: &str = r#"
-import json, sys
-pending = {}
-n = 0
-def send(msg):
-    sys.stdout.write(json.dumps(msg) + "\n")
-    sys.stdout.flush()
-for line in sys.stdin:
-    try:
-        msg = json.loads(line)
-    except ValueError:
-        continue
-    if "method" in msg and "id" in msg:
-        method = msg["method"]
-        if method == "initialize":
-            send({"jsonrpc": "2.0", "id": msg["id"], "result": {"protocolVersion": 1, "agentCapabilities": {}}})
-        elif method == "session/new":
-            send({"jsonrpc": "2.0", "id": msg["id"], "result": {"sessionId": "s"}})
-        elif method == "_test/ask":
-            n += 1
-            ours = "agent-%d" % n
-            pending[ours] = msg["id"]
-            send({"jsonrpc": "2.0", "id": ours, "method": msg["params"]["method"], "params": msg["params"]["params"]})
-        else:
-            send({"jsonrpc": "2.0", "id": msg["id"], "result": None})
-    elif "id" in msg and msg["id"] in pending:
-        send({"jsonrpc": "2.0", "id": pending.pop(msg["id"]), "result": {"response": msg}})
-"#;
+/// The agent of `tests/daemon.rs`.
+const AGENT: &str = include_str!("../../tests/shared-bench/agent.py");
 
 /// One `acp-lsp proxy` with the relaying agent behind it.
 struct Proxy {

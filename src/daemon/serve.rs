@@ -360,41 +360,34 @@ impl Daemon {
                 }
             }
             Op::Servers { session: name } => {
-                let daemon = Arc::clone(self);
-                let session = self.sessions.get(&client.session_key(&name));
-                let tx = client.tx.clone();
-                tasks.spawn(async move {
-                    let answer = match session {
-                        Some(session) => to_raw(&daemon.registry.servers(&session).await),
-                        None => Err(GateError::UnknownSession(name)),
-                    };
-                    send(&tx, id, answer);
-                });
+                self.answer_in_session(
+                    client,
+                    id,
+                    name,
+                    tasks,
+                    move |daemon, session| async move {
+                        to_raw(&daemon.registry.servers(&session).await)
+                    },
+                );
             }
             Op::Route {
                 session: name,
                 server_id,
             } => {
-                let daemon = Arc::clone(self);
-                let session = self.sessions.get(&client.session_key(&name));
-                let tx = client.tx.clone();
-                tasks.spawn(async move {
-                    let answer = match session {
-                        Some(session) => daemon
-                            .registry
-                            .route(&session, &server_id)
-                            .await
-                            .and_then(|route| {
-                                to_raw(&WireRoute {
-                                    execute_commands: route.execute_commands,
-                                    extension_methods: route.extension_methods,
-                                    request_timeout_ms: route.request_timeout.as_millis() as u64,
-                                })
-                            }),
-                        None => Err(GateError::UnknownSession(name)),
-                    };
-                    send(&tx, id, answer);
-                });
+                self.answer_in_session(
+                    client,
+                    id,
+                    name,
+                    tasks,
+                    move |daemon, session| async move {
+                        let route = daemon.registry.route(&session, &server_id).await?;
+                        to_raw(&WireRoute {
+                            execute_commands: route.execute_commands,
+                            extension_methods: route.extension_methods,
+                            request_timeout_ms: route.request_timeout.as_millis() as u64,
+                        })
+                    },
+                );
             }
             Op::Request(call) => self.request(client, id, *call, tasks),
             Op::Diagnostics {
@@ -402,57 +395,52 @@ impl Daemon {
                 documents,
                 wait_ms,
             } => {
-                let daemon = Arc::clone(self);
-                let session = self.sessions.get(&client.session_key(&name));
-                let tx = client.tx.clone();
-                tasks.spawn(async move {
-                    let answer = match session {
-                        Some(session) => daemon
+                self.answer_in_session(
+                    client,
+                    id,
+                    name,
+                    tasks,
+                    move |daemon, session| async move {
+                        let wait = Duration::from_millis(wait_ms);
+                        let entries = daemon
                             .registry
-                            .diagnostics(&session, documents, Duration::from_millis(wait_ms))
-                            .await
-                            .and_then(|entries| to_raw(&entries)),
-                        None => Err(GateError::UnknownSession(name)),
-                    };
-                    send(&tx, id, answer);
-                });
+                            .diagnostics(&session, documents, wait)
+                            .await?;
+                        to_raw(&entries)
+                    },
+                );
             }
             Op::StartAll { session: name } => {
-                let daemon = Arc::clone(self);
-                let session = self.sessions.get(&client.session_key(&name));
-                let tx = client.tx.clone();
-                tasks.spawn(async move {
-                    let answer = match session {
-                        Some(session) => {
-                            daemon.registry.start_all(&session).await;
-                            to_raw(&())
-                        }
-                        None => Err(GateError::UnknownSession(name)),
-                    };
-                    send(&tx, id, answer);
-                });
+                self.answer_in_session(
+                    client,
+                    id,
+                    name,
+                    tasks,
+                    move |daemon, session| async move {
+                        daemon.registry.start_all(&session).await;
+                        to_raw(&())
+                    },
+                );
             }
             Op::EnsureReady {
                 session: name,
                 server_id,
                 wait_ms,
             } => {
-                let daemon = Arc::clone(self);
-                let session = self.sessions.get(&client.session_key(&name));
-                let tx = client.tx.clone();
-                tasks.spawn(async move {
-                    let answer = match session {
-                        Some(session) => {
-                            daemon
-                                .registry
-                                .ensure_ready(&session, &server_id, Duration::from_millis(wait_ms))
-                                .await;
-                            to_raw(&())
-                        }
-                        None => Err(GateError::UnknownSession(name)),
-                    };
-                    send(&tx, id, answer);
-                });
+                self.answer_in_session(
+                    client,
+                    id,
+                    name,
+                    tasks,
+                    move |daemon, session| async move {
+                        let wait = Duration::from_millis(wait_ms);
+                        daemon
+                            .registry
+                            .ensure_ready(&session, &server_id, wait)
+                            .await;
+                        to_raw(&())
+                    },
+                );
             }
             Op::Hello { .. } | Op::Status => send(
                 &client.tx,
@@ -462,6 +450,31 @@ impl Daemon {
                 )),
             ),
         }
+    }
+
+    /// Answers request `id` of `client` from a task of its own, with the
+    /// client's session `name` (`unknown_session` if it has none such).
+    fn answer_in_session<F, Fut>(
+        self: &Arc<Self>,
+        client: &Client,
+        id: u64,
+        name: String,
+        tasks: &mut JoinSet<()>,
+        work: F,
+    ) where
+        F: FnOnce(Arc<Daemon>, Arc<crate::gate::Session>) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = Result<Box<RawValue>, GateError>> + Send + 'static,
+    {
+        let daemon = Arc::clone(self);
+        let session = self.sessions.get(&client.session_key(&name));
+        let tx = client.tx.clone();
+        tasks.spawn(async move {
+            let answer = match session {
+                Some(session) => work(daemon, session).await,
+                None => Err(GateError::UnknownSession(name)),
+            };
+            send(&tx, id, answer);
+        });
     }
 
     fn request(

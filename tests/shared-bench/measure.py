@@ -10,34 +10,7 @@
 # `_test/ask {method, params}` to the proxy as its own request.
 import json, os, subprocess, sys, tempfile, time
 BIN, PROJECT, FILE, LINE, CHAR = os.path.abspath(sys.argv[1]), os.path.realpath(sys.argv[2]), sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
-AGENT_SOURCE = r'''
-import json, sys
-pending = {}
-n = 0
-def send(msg):
-    sys.stdout.write(json.dumps(msg) + "\n")
-    sys.stdout.flush()
-for line in sys.stdin:
-    try:
-        msg = json.loads(line)
-    except ValueError:
-        continue
-    if "method" in msg and "id" in msg:
-        method = msg["method"]
-        if method == "initialize":
-            send({"jsonrpc": "2.0", "id": msg["id"], "result": {"protocolVersion": 1, "agentCapabilities": {}}})
-        elif method == "session/new":
-            send({"jsonrpc": "2.0", "id": msg["id"], "result": {"sessionId": "s"}})
-        elif method == "_test/ask":
-            n += 1
-            ours = "agent-%d" % n
-            pending[ours] = msg["id"]
-            send({"jsonrpc": "2.0", "id": ours, "method": msg["params"]["method"], "params": msg["params"]["params"]})
-        else:
-            send({"jsonrpc": "2.0", "id": msg["id"], "result": None})
-    elif "id" in msg and msg["id"] in pending:
-        send({"jsonrpc": "2.0", "id": pending.pop(msg["id"]), "result": {"response": msg}})
-'''
+AGENT_SOURCE = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "agent.py")).read()
 AGENT = os.path.join(tempfile.mkdtemp(), "agent.py")
 with open(AGENT, "w") as f:
     f.write(AGENT_SOURCE)
