@@ -410,3 +410,33 @@ async fn an_editor_host_runs_the_suite_with_the_conformance_agent() {
         .collect();
     assert!(names.contains(&"write-text-file-then-query"), "{names:?}");
 }
+
+/// Build output and caches a session left in a fixture's workspace (here
+/// rust-analyzer's `target/` and `Cargo.lock`, clangd's `.cache/`) do not
+/// throw the replay: the copy leaves out what the fixture does not own.
+#[tokio::test]
+async fn stray_build_output_in_a_fixture_does_not_throw_the_replay() {
+    let temp = tempfile::tempdir().unwrap();
+    let copy = temp.path().join("rename-apply");
+    let copied = std::process::Command::new("cp")
+        .arg("-r")
+        .arg(fixtures().join("rename-apply"))
+        .arg(&copy)
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    let workspace = copy.join("workspace");
+    std::fs::create_dir_all(workspace.join("target/debug")).unwrap();
+    std::fs::write(workspace.join("target/debug/stale"), "build output").unwrap();
+    std::fs::write(workspace.join("Cargo.lock"), "# written by cargo\n").unwrap();
+    std::fs::create_dir_all(workspace.join(".cache/clangd/index")).unwrap();
+    std::fs::write(workspace.join(".cache/clangd/index/x.idx"), "index").unwrap();
+    let options = ReplayOptions {
+        acp_lsp: acp_lsp(),
+        step_timeout: STEP_TIMEOUT,
+    };
+    let outcome = replay(&Scenario::load(&copy).unwrap(), &options)
+        .await
+        .unwrap();
+    assert!(outcome.passed, "{outcome}");
+}

@@ -256,12 +256,41 @@ pub(crate) fn scenario_dirs(fixtures: &Path) -> Result<Vec<PathBuf>, Conformance
     Ok(dirs)
 }
 
+/// Names a fixture's workspace never owns: the build output and caches that
+/// language servers and their tools write into a project (rust-analyzer's
+/// `cargo check` makes `target/` and `Cargo.lock`, clangd `.cache/`, Python
+/// `__pycache__/`). A session run on this repository can leave them in
+/// `fixtures/*/workspace`; copies and comparisons leave them out, so a
+/// replay is not thrown by files its recording never had. A fixture that
+/// needs one of these names cannot have it.
+pub const NOT_OWNED: &[&str] = &[
+    "target",
+    "Cargo.lock",
+    ".cache",
+    "__pycache__",
+    ".pytest_cache",
+    "node_modules",
+];
+
+/// Whether `name` (a file or folder name) is one a fixture never owns.
+pub fn not_owned(name: &std::ffi::OsStr) -> bool {
+    NOT_OWNED.iter().any(|n| name == *n)
+}
+
 /// Copies `from` to `to`, replacing `${ROOT}` by `root` in files that contain
-/// it (e.g. `compile_commands.json`).
+/// it (e.g. `compile_commands.json`), leaving out what the fixture does not
+/// own ([`NOT_OWNED`], said once on stderr's log).
 pub fn copy_workspace(from: &Path, to: &Path, root: &str) -> std::io::Result<()> {
     std::fs::create_dir_all(to)?;
     for entry in std::fs::read_dir(from)? {
         let entry = entry?;
+        if not_owned(&entry.file_name()) {
+            tracing::warn!(
+                path = %entry.path().display(),
+                "left out of the fixture's copy: build output or a cache, not the fixture's"
+            );
+            continue;
+        }
         let target = to.join(entry.file_name());
         let kind = entry.file_type()?;
         if kind.is_dir() {
@@ -279,7 +308,8 @@ pub fn copy_workspace(from: &Path, to: &Path, root: &str) -> std::io::Result<()>
     Ok(())
 }
 
-/// Files under `dir` (relative path → bytes), for comparing workspaces.
+/// Files under `dir` (relative path → bytes), for comparing workspaces;
+/// what no fixture owns ([`NOT_OWNED`]) left out.
 pub(crate) fn read_tree(
     dir: &Path,
 ) -> std::io::Result<std::collections::BTreeMap<String, Vec<u8>>> {
@@ -290,6 +320,10 @@ pub(crate) fn read_tree(
     ) -> std::io::Result<()> {
         for entry in std::fs::read_dir(dir)? {
             let entry = entry?;
+            // Build output and caches are nobody's result (NOT_OWNED).
+            if not_owned(&entry.file_name()) {
+                continue;
+            }
             let path = entry.path();
             let kind = entry.file_type()?;
             if kind.is_dir() {
