@@ -30,6 +30,8 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 
+mod lifecycle;
+
 /// Namespace of acp-lsp's server ids.
 const SERVER_ID_NAMESPACE: uuid::Uuid = uuid::Uuid::from_bytes([
     0x6b, 0x1f, 0x3c, 0x52, 0x8e, 0x07, 0x4a, 0x1d, 0x9a, 0x55, 0x2f, 0x10, 0xa4, 0x7e, 0x61, 0x0c,
@@ -182,137 +184,6 @@ impl Registry {
             .sessions
             .get(session_id)
             .and_then(|d| d.borrow().clone())
-    }
-
-    /// Servers running (or starting) now.
-    pub fn running_servers(&self) -> Vec<Arc<Server>> {
-        self.all_servers()
-            .into_iter()
-            .filter(|s| is_live(s.status().state))
-            .collect()
-    }
-
-    /// Starts the server `id` if it is idle, within `max_running_servers`:
-    /// when the cap is reached, the least recently used nested server
-    /// serving nothing is stopped first; when there is none, the start is
-    /// refused with [`GateError::ServerLimit`]. A server already live is
-    /// only noted as used.
-    pub fn start_server(&self, id: &str) -> Result<(), GateError> {
-        let _deciding = self.starting.lock();
-        let server = self.server(id).ok_or_else(|| GateError::UnknownServer {
-            server_id: id.into(),
-            servers: Vec::new(),
-        })?;
-        self.running.lock().touch(id);
-        if server.status().state != ServerState::Idle {
-            return Ok(());
-        }
-        let cap = self.config.max_running_servers;
-        loop {
-            let live = self.running_servers();
-            if live.len() < cap {
-                break;
-            }
-            let victim = self.running.lock().victim(live.iter().map(|s| s.id()), id);
-            let Some(victim) = victim else {
-                tracing::warn!(
-                    limit = "max_running_servers",
-                    value = cap,
-                    server = %server.spec().config.name,
-                    root = %server.spec().root.display(),
-                    "limit hit: server not started"
-                );
-                return Err(GateError::ServerLimit {
-                    server_id: id.to_string(),
-                    server: format!(
-                        "{} at {}",
-                        server.spec().config.name,
-                        server.spec().root.display()
-                    ),
-                    limit: cap,
-                });
-            };
-            tracing::info!(
-                limit = "max_running_servers",
-                value = cap,
-                "stopping the least recently used nested server to make room"
-            );
-            self.retire(&victim);
-        }
-        server.ensure_started();
-        if !self.running.lock().is_top_level(id) {
-            self.arm_idle_stop(id);
-        }
-        Ok(())
-    }
-
-    /// Stops the server `id` and puts a fresh, idle one with the same spec
-    /// (and sessions) in its place: its id stays listed and it starts again
-    /// on use.
-    fn retire(&self, id: &str) {
-        let old = {
-            let mut tables = self.write();
-            let Some(old) = tables.servers.get(id).cloned() else {
-                return;
-            };
-            let fresh = Server::new(old.spec().clone());
-            for session in tables.users.get(id).into_iter().flatten() {
-                if let Some(session) = tables.handles.get(session) {
-                    fresh.attach_session(session);
-                }
-            }
-            tables.servers.insert(id.to_string(), fresh);
-            old
-        };
-        tracing::info!(
-            server = %old.spec().config.name,
-            root = %old.spec().root.display(),
-            "stopping nested server; idle until used again"
-        );
-        let mut retiring = self.retiring.lock();
-        retiring.retain(|stop| !stop.is_finished());
-        retiring.push(tokio::spawn(async move { old.stop().await }));
-    }
-
-    /// Starts the idle-stop timer of the nested server `id` (once).
-    fn arm_idle_stop(&self, id: &str) {
-        let idle = Duration::from_millis(self.config.nested_idle_stop_ms);
-        if idle.is_zero() {
-            return;
-        }
-        let mut timers = self.nested_timers.lock();
-        if timers.get(id).is_some_and(|t| !t.is_finished()) {
-            return;
-        }
-        let me = self.me.clone();
-        let server_id = id.to_string();
-        let timer = tokio::spawn(async move {
-            loop {
-                let left = {
-                    let Some(registry) = me.upgrade() else {
-                        return;
-                    };
-                    let _deciding = registry.starting.lock();
-                    let live = registry
-                        .server(&server_id)
-                        .is_some_and(|s| is_live(s.status().state));
-                    if !live {
-                        return;
-                    }
-                    let left = registry.running.lock().idle_left(&server_id, idle);
-                    match left {
-                        Some(left) => left,
-                        None => {
-                            registry.nested_timers.lock().remove(&server_id);
-                            registry.retire(&server_id);
-                            return;
-                        }
-                    }
-                };
-                tokio::time::sleep(left).await;
-            }
-        });
-        timers.insert(id.to_string(), timer);
     }
 
     /// The servers of `attached` for a file: for each server name, the one
