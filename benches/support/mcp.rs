@@ -321,6 +321,63 @@ async fn connect_entry(entry: &Value) -> Result<(Client, Option<u32>)> {
     Ok((client, pid))
 }
 
+/// An rmcp client straight on the proxy's socket (token line first, as the
+/// bridge sends it), without the bridge process.
+async fn connect_socket(entry: &Value) -> Result<Client> {
+    use tokio::io::AsyncWriteExt;
+    let socket = entry["args"][2].as_str().context("the socket in args")?;
+    let token = entry["env"][0]["value"].as_str().context("the token")?;
+    let mut stream = tokio::net::UnixStream::connect(socket).await?;
+    stream.write_all(format!("{token}\n").as_bytes()).await?;
+    let client = tokio::time::timeout(ACP_TIMEOUT, ().serve(stream))
+        .await
+        .context("MCP initialize on the socket timed out")??;
+    Ok(client)
+}
+
+/// Definition, hover and references at the same position, ABBA between the
+/// two servers, [`WARMUP`] then [`ROUNDS`] rounds: (tool, our median ms,
+/// their median ms, (our text bytes, theirs)).
+async fn timed(
+    ours: &mut Mcp,
+    theirs: &mut Mcp,
+    file: &Path,
+) -> Result<Vec<(&'static str, f64, f64, (usize, usize))>> {
+    let wants = ["geometry.rs", "area", "report.rs"];
+    let mut rows = Vec::new();
+    for (i, want) in wants.iter().enumerate() {
+        let (tool_ours, tool_theirs) = (ours.tools[i], theirs.tools[i]);
+        let (args_ours, args_theirs) =
+            ((ours.position)(file, 5, 27), (theirs.position)(file, 5, 27));
+        let (mut t_ours, mut t_theirs) = (Vec::new(), Vec::new());
+        let mut sizes = (0, 0);
+        for round in 0..WARMUP + ROUNDS {
+            // ABBA order: neither server always goes first.
+            let (mut took_ours, mut took_theirs) = (0.0, 0.0);
+            for our_turn in [round % 2 == 0, round % 2 != 0] {
+                let t = Instant::now();
+                if our_turn {
+                    let text = ours.call_ok(tool_ours, &args_ours).await?;
+                    took_ours = t.elapsed().as_secs_f64() * 1e3;
+                    ensure!(text.contains(want), "acp-lsp {tool_ours}: {text}");
+                    sizes.0 = text.len();
+                } else {
+                    let text = theirs.call_ok(tool_theirs, &args_theirs).await?;
+                    took_theirs = t.elapsed().as_secs_f64() * 1e3;
+                    ensure!(text.contains(want), "mcpls {tool_theirs}: {text}");
+                    sizes.1 = text.len();
+                }
+            }
+            if round >= WARMUP {
+                t_ours.push(took_ours);
+                t_theirs.push(took_theirs);
+            }
+        }
+        rows.push((tool_ours, median(&t_ours), median(&t_theirs), sizes));
+    }
+    Ok(rows)
+}
+
 /// mcpls over stdio for `project` with rust-analyzer; returns the client and its pid.
 async fn connect_mcpls(bin: &Path, dir: &Path, project: &Path) -> Result<(Client, Option<u32>)> {
     let config = dir.join("mcpls.toml");
@@ -469,42 +526,11 @@ pub async fn run(table: &Table, figures: &[u32]) -> Result<()> {
         let proxy_pid = Some(proxy.child.id());
         let warm_rss = (rss_kib(proxy_pid), rss_kib(bridge_pid), rss_kib(mcpls_pid));
 
-        let wants = ["geometry.rs", "area", "report.rs"];
-        for (i, want) in wants.iter().enumerate() {
-            let (tool_ours, tool_theirs) = (ours.tools[i], theirs.tools[i]);
-            let (args_ours, args_theirs) = (
-                (ours.position)(&file, 5, 27),
-                (theirs.position)(&file, 5, 27),
-            );
-            let (mut t_ours, mut t_theirs) = (Vec::new(), Vec::new());
-            let mut sizes = (0, 0);
-            for round in 0..WARMUP + ROUNDS {
-                // ABBA order: neither server always goes first.
-                let (mut took_ours, mut took_theirs) = (0.0, 0.0);
-                for our_turn in [round % 2 == 0, round % 2 != 0] {
-                    let t = Instant::now();
-                    if our_turn {
-                        let text = ours.call_ok(tool_ours, &args_ours).await?;
-                        took_ours = t.elapsed().as_secs_f64() * 1e3;
-                        ensure!(text.contains(want), "acp-lsp {tool_ours}: {text}");
-                        sizes.0 = text.len();
-                    } else {
-                        let text = theirs.call_ok(tool_theirs, &args_theirs).await?;
-                        took_theirs = t.elapsed().as_secs_f64() * 1e3;
-                        ensure!(text.contains(want), "mcpls {tool_theirs}: {text}");
-                        sizes.1 = text.len();
-                    }
-                }
-                if round >= WARMUP {
-                    t_ours.push(took_ours);
-                    t_theirs.push(took_theirs);
-                }
-            }
-            let (m_ours, m_theirs) = (median(&t_ours), median(&t_theirs));
-            let ratio = m_ours / m_theirs;
-            if want7 {
+        if want7 {
+            for (tool, m_ours, m_theirs, sizes) in timed(&mut ours, &mut theirs, &file).await? {
+                let ratio = m_ours / m_theirs;
                 table.row(
-                    format!("7 MCP {tool_ours}, median of {ROUNDS}"),
+                    format!("7 MCP {tool}, median of {ROUNDS}"),
                     format!("{m_ours:.2} ms ({} B text)", sizes.0),
                     format!(
                         "{m_theirs:.2} ms mcpls {MCPLS_VERSION} ({} B text)",
@@ -565,7 +591,24 @@ pub async fn run(table: &Table, figures: &[u32]) -> Result<()> {
                 Verdict::Info,
             );
         }
+        // Where the time goes, part one: the same calls without the bridge
+        // process (an rmcp client on the proxy's socket, as tests/mcp.rs
+        // does). A token admits one connection at a time: the bridge's ends first.
         let _ = ours.client.cancel().await;
+        if want7 {
+            ours.client = connect_socket(&entry).await?;
+            for (tool, m_ours, m_theirs, _) in timed(&mut ours, &mut theirs, &file).await? {
+                table.row(
+                    format!("7 MCP {tool} without the bridge process (rmcp on the socket)"),
+                    format!("{m_ours:.2} ms"),
+                    format!("{m_theirs:.2} ms mcpls {MCPLS_VERSION}"),
+                    Some(m_ours / m_theirs),
+                    "info",
+                    Verdict::Info,
+                );
+            }
+            let _ = ours.client.cancel().await;
+        }
         let _ = theirs.client.cancel().await;
         Ok::<_, anyhow::Error>(())
     }
