@@ -421,6 +421,21 @@ procMacro = {{ enable = false }}
     Ok((client, pid))
 }
 
+/// CPU time (user + system, all threads) of `pid` so far, in ms.
+fn cpu_ms(pid: Option<u32>) -> f64 {
+    // SAFETY: sysconf reads a constant.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    pid.and_then(|pid| std::fs::read_to_string(format!("/proc/{pid}/stat")).ok())
+        .and_then(|stat| {
+            let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+            // After the command: state is field 3, utime 14 and stime 15.
+            let user: f64 = fields.get(11)?.parse().ok()?;
+            let system: f64 = fields.get(12)?.parse().ok()?;
+            Some((user + system) * 1e3 / ticks)
+        })
+        .unwrap_or(0.0)
+}
+
 fn rss_kib(pid: Option<u32>) -> u64 {
     pid.and_then(|pid| std::fs::read_to_string(format!("/proc/{pid}/status")).ok())
         .and_then(|s| {
@@ -545,9 +560,12 @@ pub async fn run(table: &Table, figures: &[u32]) -> Result<()> {
 
         // Up to MEMORY_CALLS calls each (the timed ones count), cycling the three tools.
         let mut loop_ms = (0.0, 0.0);
+        // CPU time per call in the loop: the proxy and the bridge (ours), mcpls (theirs).
+        let mut cpu_us = (0.0, 0.0, 0.0);
         for (server, took) in [(&mut ours, &mut loop_ms.0), (&mut theirs, &mut loop_ms.1)] {
             let t = Instant::now();
             let done_before = server.calls;
+            let cpu_before = (cpu_ms(proxy_pid), cpu_ms(bridge_pid), cpu_ms(mcpls_pid));
             let mut n = 0;
             while server.calls < MEMORY_CALLS {
                 let tool = server.tools[n % 3];
@@ -555,7 +573,14 @@ pub async fn run(table: &Table, figures: &[u32]) -> Result<()> {
                 server.call_ok(tool, &args).await?;
                 n += 1;
             }
-            *took = t.elapsed().as_secs_f64() * 1e3 / (server.calls - done_before).max(1) as f64;
+            let n = (server.calls - done_before).max(1) as f64;
+            *took = t.elapsed().as_secs_f64() * 1e3 / n;
+            if server.tools[0] == "definition" {
+                cpu_us.0 = (cpu_ms(proxy_pid) - cpu_before.0) * 1e3 / n;
+                cpu_us.1 = (cpu_ms(bridge_pid) - cpu_before.1) * 1e3 / n;
+            } else {
+                cpu_us.2 = (cpu_ms(mcpls_pid) - cpu_before.2) * 1e3 / n;
+            }
         }
         let after_rss = (rss_kib(proxy_pid), rss_kib(bridge_pid), rss_kib(mcpls_pid));
         if want8 {
@@ -587,6 +612,14 @@ pub async fn run(table: &Table, figures: &[u32]) -> Result<()> {
                     loop_ms.1
                 ),
                 Some(after_rss.0 as f64 / after_rss.2.max(1) as f64),
+                "info",
+                Verdict::Info,
+            );
+            table.row(
+                "8 CPU time per tool call in that loop (utime+stime, 10 ms ticks)",
+                format!("{:.0} µs proxy + {:.0} µs bridge", cpu_us.0, cpu_us.1),
+                format!("{:.0} µs mcpls", cpu_us.2),
+                Some((cpu_us.0 + cpu_us.1) / cpu_us.2.max(1.0)),
                 "info",
                 Verdict::Info,
             );
