@@ -9,8 +9,11 @@
 //! 4. Scale: 100,000 files in 10,000 folders (`support::scale`).
 //! 5. rust-analyzer on this repository (`support::real_servers`).
 //! 6. Three agents on one project with and without `--shared` (`support::shared`).
+//! 7. The MCP tools against mcpls 0.6.0 on the same rust-analyzer (`support::mcp`).
+//! 8. Memory: the proxy's RSS against mcpls's, warm and after 1,000 tool calls (`support::mcp`).
 //!
-//! Environment: `BENCH_FIGURES=1,2,…` runs only those figures (default all).
+//! Environment: `BENCH_FIGURES=1,2,…` runs only those figures (default all;
+//! 7 and 8 come from one run of `support::mcp`).
 //! Prints progress to stderr and the table (Markdown) to stdout at the end.
 //! The whole suite is bounded by [`SUITE_LIMIT`]: past it, a watchdog prints
 //! the table so far and exits with an error.
@@ -47,7 +50,7 @@ fn main() {
     let figures: Vec<u32> = std::env::var("BENCH_FIGURES")
         .ok()
         .map(|v| v.split(',').filter_map(|f| f.trim().parse().ok()).collect())
-        .unwrap_or_else(|| vec![1, 2, 3, 4, 5, 6]);
+        .unwrap_or_else(|| vec![1, 2, 3, 4, 5, 6, 7, 8]);
     let suite_start = Instant::now();
     let table = Table::default();
 
@@ -67,7 +70,7 @@ fn main() {
         .enable_all()
         .build()
         .expect("a tokio runtime");
-    for figure in figures {
+    for &figure in &figures {
         let start = Instant::now();
         eprintln!("figure {figure}…");
         let outcome = match figure {
@@ -91,6 +94,10 @@ fn main() {
                 }
             }
             6 => support::shared::run(&table),
+            // One run measures both; figure 8 alone runs it too.
+            7 => runtime.block_on(support::mcp::run(&table, &figures)),
+            8 if figures.contains(&7) => continue,
+            8 => runtime.block_on(support::mcp::run(&table, &figures)),
             other => {
                 eprintln!("no figure {other}");
                 Ok(())

@@ -4,6 +4,7 @@
 //! a FIFO as they are written (no polling of a file).
 
 pub mod freshness;
+pub mod mcp;
 pub mod real_servers;
 pub mod relay;
 pub mod requests;
