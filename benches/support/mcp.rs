@@ -18,7 +18,7 @@
 //! `cargo install --locked mcpls@0.6.0` when missing (bounded by
 //! [`INSTALL_TIMEOUT`]); when it cannot be had, the rows say skipped and why.
 
-use super::{acp_lsp_bin, median, Table, Verdict};
+use super::{acp_lsp_bin, copy_tree, median, Table, Verdict};
 use anyhow::{bail, ensure, Context, Result};
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::service::RunningService;
@@ -437,14 +437,7 @@ fn cpu_ms(pid: Option<u32>) -> f64 {
 }
 
 fn rss_kib(pid: Option<u32>) -> u64 {
-    pid.and_then(|pid| std::fs::read_to_string(format!("/proc/{pid}/status")).ok())
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|n| n.parse().ok())
-        })
-        .unwrap_or(0)
+    pid.map_or(0, super::rss_kib_of)
 }
 
 /// Calls `tool` until its text contains `want` or [`WARM_TIMEOUT`] passes.
@@ -648,18 +641,4 @@ pub async fn run(table: &Table, figures: &[u32]) -> Result<()> {
     .await;
     proxy.end();
     outcome
-}
-
-fn copy_tree(from: &Path, to: &Path) -> Result<()> {
-    std::fs::create_dir_all(to)?;
-    for entry in std::fs::read_dir(from)? {
-        let entry = entry?;
-        let target = to.join(entry.file_name());
-        if entry.file_type()?.is_dir() {
-            copy_tree(&entry.path(), &target)?;
-        } else {
-            std::fs::copy(entry.path(), &target)?;
-        }
-    }
-    Ok(())
 }

@@ -224,7 +224,12 @@ pub fn micros(d: Duration) -> f64 {
 
 /// Resident set size of this process, in KiB.
 pub fn rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
+    rss_kib_of(std::process::id())
+}
+
+/// Resident set size of process `pid`, in KiB (0 once it is gone).
+pub fn rss_kib_of(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|s| {
             s.lines()
@@ -236,6 +241,21 @@ pub fn rss_kib() -> u64 {
 }
 
 // ---------------------------------------------------------------- files
+
+/// Copies the tree `from` to `to` (a test project into a temp dir).
+pub fn copy_tree(from: &Path, to: &Path) -> Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let target = to.join(entry.file_name());
+        if entry.file_type()?.is_dir() {
+            copy_tree(&entry.path(), &target)?;
+        } else {
+            std::fs::copy(entry.path(), &target)?;
+        }
+    }
+    Ok(())
+}
 
 pub fn file_uri(path: &Path) -> String {
     url::Url::from_file_path(path)

@@ -8,7 +8,7 @@
 //! `_test/ask {method, params}` to the proxy as its own request (the same
 //! agent as `tests/daemon.rs`).
 
-use super::{acp_lsp_bin, Table, Verdict};
+use super::{acp_lsp_bin, copy_tree, Table, Verdict};
 use anyhow::{bail, ensure, Context, Result};
 use serde_json::{json, Value};
 use std::collections::HashSet;
@@ -195,20 +195,6 @@ impl World {
     }
 }
 
-fn copy_tree(from: &Path, to: &Path) -> Result<()> {
-    std::fs::create_dir_all(to)?;
-    for entry in std::fs::read_dir(from)? {
-        let entry = entry?;
-        let target = to.join(entry.file_name());
-        if entry.file_type()?.is_dir() {
-            copy_tree(&entry.path(), &target)?;
-        } else {
-            std::fs::copy(entry.path(), &target)?;
-        }
-    }
-    Ok(())
-}
-
 fn proc_field(pid: u32, file: &str) -> Option<String> {
     std::fs::read_to_string(format!("/proc/{pid}/{file}")).ok()
 }
@@ -230,14 +216,7 @@ fn program_of(pid: u32) -> String {
 }
 
 fn rss_bytes(pid: u32) -> u64 {
-    proc_field(pid, "status")
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|n| n.parse::<u64>().ok())
-        })
-        .map_or(0, |kib| kib * 1024)
+    super::rss_kib_of(pid) * 1024
 }
 
 /// `roots` and all their descendants.
