@@ -4,7 +4,7 @@
 //! JSON, carried byte for byte; errors are typed ([`WireError`]) and map
 //! back to the [`GateError`] the daemon's registry returned.
 
-use crate::gate::{GateError, NotRunning, ServerEntry, ServerId, ServerState};
+use crate::gate::{GateError, NotRunning, ServerEntry, ServerId};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use std::path::PathBuf;
@@ -152,14 +152,7 @@ pub enum WireError {
     UnknownServer {
         server_id: ServerId,
     },
-    ServerNotRunning {
-        server_id: ServerId,
-        name: String,
-        workspace_path: String,
-        status: ServerState,
-        waited_ms: Option<u64>,
-        last_error: Option<String>,
-    },
+    ServerNotRunning(Box<NotRunning>),
     ServerExited {
         server_id: ServerId,
         server: String,
@@ -180,6 +173,12 @@ pub enum WireError {
         scope: String,
         limit: usize,
     },
+    /// The daemon's cap on running servers (`max_running_servers`).
+    ServerLimit {
+        server_id: String,
+        server: String,
+        limit: usize,
+    },
     InvalidParams(String),
     /// Anything else, by its message (`data.reason` `internal`).
     Internal(String),
@@ -190,24 +189,7 @@ impl From<GateError> for WireError {
         match error {
             GateError::UnknownSession(id) => WireError::UnknownSession(id),
             GateError::UnknownServer { server_id, .. } => WireError::UnknownServer { server_id },
-            GateError::ServerNotRunning { server, .. } => {
-                let NotRunning {
-                    server_id,
-                    name,
-                    workspace_path,
-                    status,
-                    waited_ms,
-                    last_error,
-                } = *server;
-                WireError::ServerNotRunning {
-                    server_id,
-                    name,
-                    workspace_path,
-                    status,
-                    waited_ms,
-                    last_error,
-                }
-            }
+            GateError::ServerNotRunning { server, .. } => WireError::ServerNotRunning(server),
             GateError::ServerExited { server_id, server } => {
                 WireError::ServerExited { server_id, server }
             }
@@ -218,6 +200,15 @@ impl From<GateError> for WireError {
             GateError::ContentModified => WireError::ContentModified,
             GateError::Overloaded { scope, limit } => WireError::Overloaded {
                 scope: scope.to_string(),
+                limit,
+            },
+            GateError::ServerLimit {
+                server_id,
+                server,
+                limit,
+            } => WireError::ServerLimit {
+                server_id,
+                server,
                 limit,
             },
             GateError::InvalidParams(text) => WireError::InvalidParams(text),
@@ -234,22 +225,8 @@ impl From<WireError> for GateError {
                 server_id,
                 servers: Vec::new(),
             },
-            WireError::ServerNotRunning {
-                server_id,
-                name,
-                workspace_path,
-                status,
-                waited_ms,
-                last_error,
-            } => GateError::ServerNotRunning {
-                server: Box::new(NotRunning {
-                    server_id,
-                    name,
-                    workspace_path,
-                    status,
-                    waited_ms,
-                    last_error,
-                }),
+            WireError::ServerNotRunning(server) => GateError::ServerNotRunning {
+                server,
                 servers: Vec::new(),
             },
             WireError::ServerExited { server_id, server } => {
@@ -268,6 +245,15 @@ impl From<WireError> for GateError {
                 },
                 limit,
             },
+            WireError::ServerLimit {
+                server_id,
+                server,
+                limit,
+            } => GateError::ServerLimit {
+                server_id,
+                server,
+                limit,
+            },
             WireError::InvalidParams(text) => GateError::InvalidParams(text),
             WireError::Internal(text) => GateError::Internal(text),
         }
@@ -284,6 +270,7 @@ pub fn line<T: Serialize>(message: &T) -> Result<String, serde_json::Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::gate::ServerState;
 
     #[test]
     fn raw_payloads_cross_byte_for_byte() {
@@ -353,6 +340,11 @@ mod tests {
             },
             GateError::Cancelled,
             GateError::DeadlineExceeded { ms: 5 },
+            GateError::ServerLimit {
+                server_id: "s".into(),
+                server: "pyright at /p/nested".into(),
+                limit: 8,
+            },
         ];
         for error in errors {
             let before = error.to_error_object(None);

@@ -108,7 +108,7 @@ pub enum GateError {
 }
 
 /// Which server is not running, and how.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct NotRunning {
     pub server_id: ServerId,
     pub name: String,
