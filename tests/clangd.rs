@@ -234,6 +234,19 @@ async fn a_dry_run_leaves_the_project_as_it_was() {
     project.assert_nothing_added();
 }
 
+/// The serverId of session s1's clangd, from `lsp/servers`.
+async fn clangd_id(h: &Recorded) -> String {
+    let servers = h
+        .response(GateMethod::Servers, json!({ "sessionId": "s1" }))
+        .await;
+    servers["result"]["servers"]
+        .as_array()
+        .and_then(|s| s.iter().find(|e| e["name"] == "clangd"))
+        .and_then(|e| e["serverId"].as_str())
+        .unwrap_or_else(|| panic!("no clangd entry: {servers}"))
+        .to_string()
+}
+
 /// clangd answers from its index as soon as it is `ready`: references from
 /// `main.c`, asked without `waitUntilReady` the moment the server is first
 /// `ready`, include `util.c` and `util.h`, which no request has opened. (A
@@ -242,15 +255,7 @@ async fn a_dry_run_leaves_the_project_as_it_was() {
 async fn clangd_is_ready_only_once_its_index_covers_the_project() {
     require("clangd", CLANGD_INSTALL);
     let h = Recorded::start("c-plain", "acp-lsp-clangd-ready-", |_| {});
-    let servers = h
-        .response(GateMethod::Servers, json!({ "sessionId": "s1" }))
-        .await;
-    let entry = servers["result"]["servers"]
-        .as_array()
-        .and_then(|s| s.iter().find(|e| e["name"] == "clangd"))
-        .cloned()
-        .unwrap_or_else(|| panic!("no clangd entry: {servers}"));
-    let server_id = entry["serverId"].as_str().expect("a serverId").to_string();
+    let server_id = clangd_id(&h).await;
     let server = h.registry.server(&server_id).expect("the listed server");
     server.ensure_started();
     let state = tokio::time::timeout(
@@ -324,15 +329,7 @@ async fn clangd_is_ready_only_once_its_index_covers_the_project() {
 async fn a_created_source_joins_the_index() {
     require("clangd", CLANGD_INSTALL);
     let h = Recorded::start("c-plain", "acp-lsp-clangd-new-", |_| {});
-    let servers = h
-        .response(GateMethod::Servers, json!({ "sessionId": "s1" }))
-        .await;
-    let server_id = servers["result"]["servers"]
-        .as_array()
-        .and_then(|s| s.iter().find(|e| e["name"] == "clangd"))
-        .and_then(|e| e["serverId"].as_str())
-        .unwrap_or_else(|| panic!("no clangd entry: {servers}"))
-        .to_string();
+    let server_id = clangd_id(&h).await;
     let server = h.registry.server(&server_id).expect("the listed server");
     server.ensure_started();
     tokio::time::timeout(

@@ -95,10 +95,7 @@ impl Harness {
         let response = self
             .diagnostics(json!({"sessionId": "s", "uris": [self.uri(file)], "waitMs": WAIT_MS}))
             .await;
-        response["result"]["diagnostics"]
-            .as_array()
-            .unwrap_or_else(|| panic!("no diagnostics array: {response}"))
-            .clone()
+        entries_of(&response)
     }
 
     /// The one pyright entry for `a.py`, waited for until fresh.
@@ -106,10 +103,7 @@ impl Harness {
         let response = self
             .diagnostics(json!({"sessionId": "s", "uris": [self.uri("a.py")], "waitMs": WAIT_MS}))
             .await;
-        let entries = response["result"]["diagnostics"]
-            .as_array()
-            .unwrap_or_else(|| panic!("no diagnostics array: {response}"))
-            .clone();
+        let entries = entries_of(&response);
         assert_eq!(entries.len(), 1, "{response}");
         let entry = entries[0].clone();
         assert_eq!(entry["uri"], self.uri("a.py"), "{entry}");
@@ -122,6 +116,14 @@ impl Harness {
         );
         entry
     }
+}
+
+/// The entries of a `_acp-lsp/diagnostics` response.
+fn entries_of(response: &Value) -> Vec<Value> {
+    response["result"]["diagnostics"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no diagnostics array: {response}"))
+        .clone()
 }
 
 fn messages(entry: &Value) -> Vec<String> {
@@ -288,10 +290,7 @@ async fn a_silent_server_times_out_visibly() {
                 json!({"sessionId": SESSION, "uris": [fake.uri("a.fake")], "waitMs": wait_ms}),
             )
             .await;
-        let entries = response["result"]["diagnostics"]
-            .as_array()
-            .unwrap_or_else(|| panic!("no diagnostics array: {response}"))
-            .clone();
+        let entries = entries_of(&response);
         assert_eq!(entries.len(), 1, "{mode}: {response}");
         let entry = &entries[0];
         assert_eq!(entry["uri"], fake.uri("a.fake"), "{entry}");
@@ -354,10 +353,7 @@ async fn a_staged_publish_is_answered_with_its_last_stage() {
             json!({"sessionId": SESSION, "uris": [fake.uri("a.fake")], "waitMs": WAIT_MS}),
         )
         .await;
-    let entries = response["result"]["diagnostics"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no diagnostics array: {response}"))
-        .clone();
+    let entries = entries_of(&response);
     assert_eq!(entries.len(), 1, "{response}");
     let entry = &entries[0];
     assert_eq!(entry["fresh"], true, "{entry}");

@@ -367,6 +367,22 @@ impl Harness {
         .await
     }
 
+    /// A definition request without waiting is refused: the server is not running.
+    async fn assert_refused_not_running(&self, server_id: &str) {
+        let answer = self
+            .request(
+                server_id,
+                "textDocument/definition",
+                self.at("shapes/report.py", 4, "rect_area"),
+                false,
+            )
+            .await;
+        assert_eq!(
+            answer["error"]["data"]["reason"], "server_not_running",
+            "{answer}"
+        );
+    }
+
     fn at(&self, file: &str, line: u32, needle: &str) -> Value {
         let text = std::fs::read_to_string(self.root.join(file)).expect("read fixture");
         let character = text
@@ -598,18 +614,7 @@ async fn over_websocket_a_bearer_token_is_accepted_and_a_wrong_one_refused() {
     assert!(last_error.contains("401"), "{entry}");
     assert!(last_error.contains("not retried"), "{entry}");
     assert_eq!(bridge.refused(), 1, "no retry after a refusal");
-    let answer = h
-        .request(
-            &id,
-            "textDocument/definition",
-            h.at("shapes/report.py", 4, "rect_area"),
-            false,
-        )
-        .await;
-    assert_eq!(
-        answer["error"]["data"]["reason"], "server_not_running",
-        "{answer}"
-    );
+    h.assert_refused_not_running(&id).await;
     h.registry.shutdown().await;
 
     // A token variable that is not set: failed before connecting.
@@ -759,17 +764,6 @@ async fn nothing_listening_is_restarting_with_the_reason() {
             && last_error.contains("refused"),
         "{entry}"
     );
-    let answer = h
-        .request(
-            &id,
-            "textDocument/definition",
-            h.at("shapes/report.py", 4, "rect_area"),
-            false,
-        )
-        .await;
-    assert_eq!(
-        answer["error"]["data"]["reason"], "server_not_running",
-        "{answer}"
-    );
+    h.assert_refused_not_running(&id).await;
     h.registry.shutdown().await;
 }
