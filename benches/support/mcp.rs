@@ -18,6 +18,7 @@
 //! `cargo install --locked mcpls@0.6.0` when missing (bounded by
 //! [`INSTALL_TIMEOUT`]); when it cannot be had, the rows say skipped and why.
 
+use super::acp::AcpProxy;
 use super::{acp_lsp_bin, copy_tree, median, Table, Verdict};
 use anyhow::{bail, ensure, Context, Result};
 use rmcp::model::{CallToolRequestParams, CallToolResult};
@@ -25,9 +26,8 @@ use rmcp::service::RunningService;
 use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const MCPLS_VERSION: &str = "0.6.0";
@@ -186,110 +186,35 @@ fn text(result: &CallToolResult) -> String {
         .join("\n")
 }
 
-/// The `acp-lsp proxy`, its editor side played here.
-struct Proxy {
-    child: Child,
-    input: Option<ChildStdin>,
-    output: std::sync::mpsc::Receiver<String>,
-    next_id: u64,
+/// The proxy with the scripted agent; `--mcp stdio`, so the agent gets the
+/// entry an agent without `mcpCapabilities.http` gets.
+fn start_proxy(dir: &Path, project: &Path) -> Result<AcpProxy> {
+    let agent = dir.join("agent.py");
+    std::fs::write(&agent, AGENT)?;
+    let config = dir.join("config.toml");
+    std::fs::write(&config, "idle_grace_ms = 1000\n")?;
+    let log = std::fs::File::create(dir.join("proxy.log"))?;
+    let mut command = Command::new(acp_lsp_bin());
+    command
+        .args(["proxy", "--mcp", "stdio", "--config"])
+        .arg(&config)
+        .arg("--")
+        .arg("python3")
+        .arg(&agent)
+        .env("XDG_RUNTIME_DIR", dir)
+        .current_dir(project)
+        .stderr(log);
+    AcpProxy::spawn(command, ACP_TIMEOUT)
 }
 
-impl Proxy {
-    fn start(dir: &Path, project: &Path) -> Result<Proxy> {
-        let agent = dir.join("agent.py");
-        std::fs::write(&agent, AGENT)?;
-        let config = dir.join("config.toml");
-        std::fs::write(&config, "idle_grace_ms = 1000\n")?;
-        let log = std::fs::File::create(dir.join("proxy.log"))?;
-        let mut child = Command::new(acp_lsp_bin())
-            .args(["proxy", "--mcp", "stdio", "--config"])
-            .arg(&config)
-            .arg("--")
-            .arg("python3")
-            .arg(&agent)
-            .env("XDG_RUNTIME_DIR", dir)
-            .current_dir(project)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(log)
-            .spawn()
-            .context("start acp-lsp proxy")?;
-        let input = child.stdin.take().context("stdin")?;
-        let stdout: ChildStdout = child.stdout.take().context("stdout")?;
-        // A reader thread, so every wait for a line can be bounded.
-        let (tx, output) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { return };
-                if tx.send(line).is_err() {
-                    return;
-                }
-            }
-        });
-        Ok(Proxy {
-            child,
-            input: Some(input),
-            output,
-            next_id: 0,
-        })
-    }
-
-    fn call(&mut self, method: &str, params: Value) -> Result<Value> {
-        self.next_id += 1;
-        let id = self.next_id;
-        let input = self.input.as_mut().context("input closed")?;
-        writeln!(
-            input,
-            "{}",
-            json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
-        )?;
-        input.flush()?;
-        let deadline = Instant::now() + ACP_TIMEOUT;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let line = self
-                .output
-                .recv_timeout(left)
-                .with_context(|| format!("no answer to {method} within {ACP_TIMEOUT:?}"))?;
-            let Ok(message) = serde_json::from_str::<Value>(&line) else {
-                continue;
-            };
-            if message["id"] == id && message.get("method").is_none() {
-                return Ok(message);
-            }
-        }
-    }
-
-    /// `initialize` and `session/new`; returns the injected entry.
-    fn open(&mut self, project: &Path) -> Result<Value> {
-        self.call(
-            "initialize",
-            json!({"protocolVersion": 1, "clientCapabilities": {}}),
-        )?;
-        let session = self.call(
-            "session/new",
-            json!({"cwd": project.display().to_string(), "mcpServers": []}),
-        )?;
-        session["result"]["_meta"]["bench"]["mcpServers"]
-            .as_array()
-            .and_then(|servers| servers.iter().find(|s| s["name"] == "acp-lsp"))
-            .cloned()
-            .with_context(|| format!("no acp-lsp entry in the agent's session/new: {session}"))
-    }
-
-    /// Closes the proxy's input: it ends its agent, then itself.
-    fn end(mut self) {
-        drop(self.input.take());
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// `initialize` and `session/new`; returns the injected entry the agent got.
+fn injected_entry(proxy: &mut AcpProxy, project: &Path) -> Result<Value> {
+    let session = proxy.open(project)?;
+    session["result"]["_meta"]["bench"]["mcpServers"]
+        .as_array()
+        .and_then(|servers| servers.iter().find(|s| s["name"] == "acp-lsp"))
+        .cloned()
+        .with_context(|| format!("no acp-lsp entry in the agent's session/new: {session}"))
 }
 
 /// The entry's command, started as an agent does; returns the client and
@@ -492,10 +417,10 @@ pub async fn run(table: &Table, figures: &[u32]) -> Result<()> {
     let mcpls_dir = dir.join("mcpls");
     std::fs::create_dir_all(&mcpls_dir)?;
 
-    let mut proxy = Proxy::start(&dir, &project)?;
+    let mut proxy = start_proxy(&dir, &project)?;
     let outcome = async {
-        let entry = proxy.open(&project)?;
-        let proxy_idle_before_tools = rss_kib(Some(proxy.child.id()));
+        let entry = injected_entry(&mut proxy, &project)?;
+        let proxy_idle_before_tools = rss_kib(Some(proxy.pid()));
         let (ours, bridge_pid) = connect_entry(&entry).await?;
         let (theirs, mcpls_pid) = connect_mcpls(&bin, &mcpls_dir, &project).await?;
         let mut ours = Mcp {
@@ -531,7 +456,7 @@ pub async fn run(table: &Table, figures: &[u32]) -> Result<()> {
             "  (both servers warm after {:.1} s)",
             started.elapsed().as_secs_f64()
         );
-        let proxy_pid = Some(proxy.child.id());
+        let proxy_pid = Some(proxy.pid());
         let warm_rss = (rss_kib(proxy_pid), rss_kib(bridge_pid), rss_kib(mcpls_pid));
 
         if want7 {

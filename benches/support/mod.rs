@@ -3,6 +3,7 @@
 //! a plain LSP connection ("direct"), and a recorder whose lines arrive through
 //! a FIFO as they are written (no polling of a file).
 
+pub mod acp;
 pub mod freshness;
 pub mod mcp;
 pub mod real_servers;

@@ -8,13 +8,13 @@
 //! `_test/ask {method, params}` to the proxy as its own request (the same
 //! agent as `tests/daemon.rs`).
 
+use super::acp::AcpProxy;
 use super::{acp_lsp_bin, copy_tree, Table, Verdict};
 use anyhow::{bail, ensure, Context, Result};
 use serde_json::{json, Value};
 use std::collections::HashSet;
-use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// The second agent must have its answer within this (the target).
@@ -23,124 +23,79 @@ const SECOND_AGENT_TARGET: Duration = Duration::from_millis(200);
 const RSS_TARGET_RATIO: f64 = 1.2;
 /// Longest wait for the first agent's rust-analyzer to load the project.
 const READY_WAIT_MS: u64 = 120_000;
+/// How much longer than a request's own wait its answer may take to come.
+const ANSWER_MARGIN: Duration = Duration::from_secs(30);
 
 /// The agent of `tests/daemon.rs`.
 const AGENT: &str = include_str!("../../tests/shared-bench/agent.py");
 
 /// One `acp-lsp proxy` with the relaying agent behind it.
-struct Proxy {
-    child: Child,
-    input: ChildStdin,
-    output: BufReader<ChildStdout>,
-    next_id: u64,
+fn start_proxy(world: &World, shared: bool, name: &str) -> Result<AcpProxy> {
+    let log = std::fs::File::create(world.dir.join(format!("{name}.log")))?;
+    let mut command = Command::new(acp_lsp_bin());
+    command.args(["proxy", "--mcp", "off", "--config"]);
+    command.arg(&world.config);
+    if shared {
+        command.arg("--shared");
+    }
+    command
+        .arg("--")
+        .arg("python3")
+        .arg(&world.agent)
+        .env("XDG_RUNTIME_DIR", &world.runtime)
+        .current_dir(&world.project)
+        .stderr(log);
+    // Above the references' waitUntilReady: that wait answers first.
+    AcpProxy::spawn(
+        command,
+        Duration::from_millis(READY_WAIT_MS) + ANSWER_MARGIN,
+    )
 }
 
-impl Proxy {
-    fn start(world: &World, shared: bool, name: &str) -> Result<Proxy> {
-        let log = std::fs::File::create(world.dir.join(format!("{name}.log")))?;
-        let mut command = Command::new(acp_lsp_bin());
-        command.args(["proxy", "--mcp", "off", "--config"]);
-        command.arg(&world.config);
-        if shared {
-            command.arg("--shared");
-        }
-        let mut child = command
-            .arg("--")
-            .arg("python3")
-            .arg(&world.agent)
-            .env("XDG_RUNTIME_DIR", &world.runtime)
-            .current_dir(&world.project)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(log)
-            .spawn()
-            .context("start acp-lsp proxy")?;
-        let input = child.stdin.take().context("stdin")?;
-        let output = BufReader::new(child.stdout.take().context("stdout")?);
-        Ok(Proxy {
-            child,
-            input,
-            output,
-            next_id: 0,
-        })
-    }
+/// The agent relays `_test/ask {method, params}` as its own request.
+fn ask(proxy: &mut AcpProxy, method: &str, params: Value) -> Result<Value> {
+    let answer = proxy.call("_test/ask", json!({"method": method, "params": params}))?;
+    Ok(answer["result"]["response"].clone())
+}
 
-    fn call(&mut self, method: &str, params: Value) -> Result<Value> {
-        self.next_id += 1;
-        let id = self.next_id;
-        let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        writeln!(self.input, "{line}")?;
-        self.input.flush()?;
-        loop {
-            let mut line = String::new();
-            ensure!(
-                self.output.read_line(&mut line)? > 0,
-                "the proxy closed its output"
-            );
-            let Ok(message) = serde_json::from_str::<Value>(&line) else {
-                continue;
-            };
-            if message["id"] == id && message.get("method").is_none() {
-                return Ok(message);
-            }
-        }
-    }
+/// `initialize` and `session/new` (the agent always names its session "s").
+fn open(proxy: &mut AcpProxy, project: &Path) -> Result<()> {
+    let session = proxy.open(project)?;
+    ensure!(session["result"]["sessionId"] == "s", "{session}");
+    Ok(())
+}
 
-    fn ask(&mut self, method: &str, params: Value) -> Result<Value> {
-        let answer = self.call("_test/ask", json!({"method": method, "params": params}))?;
-        Ok(answer["result"]["response"].clone())
-    }
-
-    fn open(&mut self, project: &Path) -> Result<()> {
-        self.call(
-            "initialize",
-            json!({"protocolVersion": 1, "clientCapabilities": {}}),
-        )?;
-        let session = self.call(
-            "session/new",
-            json!({"cwd": project.display().to_string(), "mcpServers": []}),
-        )?;
-        ensure!(session["result"]["sessionId"] == "s", "{session}");
-        Ok(())
-    }
-
-    /// The references of `area` (its declaration included), waiting for
-    /// rust-analyzer to be ready.
-    fn references(&mut self, project: &Path) -> Result<Value> {
-        let servers = self.ask("lsp/servers", json!({"sessionId": "s"}))?;
-        let server_id = servers["result"]["servers"]
-            .as_array()
-            .and_then(|list| list.iter().find(|s| s["name"] == "rust-analyzer"))
-            .map(|s| s["serverId"].clone())
-            .with_context(|| format!("no rust-analyzer in {servers}"))?;
-        let uri = super::file_uri(&project.join("src/geometry.rs"));
-        let answer = self.ask(
-            "lsp/request",
-            json!({
-                "sessionId": "s",
-                "serverId": server_id,
-                "method": "textDocument/references",
-                "params": {
-                    "textDocument": {"uri": uri},
-                    "position": {"line": 1, "character": 7},
-                    "context": {"includeDeclaration": true}
-                },
-                "_meta": {"waitUntilReady": READY_WAIT_MS}
-            }),
-        )?;
-        let result = answer["result"]["lspResult"].clone();
-        ensure!(
-            result.as_array().is_some_and(|r| !r.is_empty()),
-            "no references: {answer}"
-        );
-        Ok(result)
-    }
-
-    /// Closes the proxy's input: it ends its agent, then itself.
-    fn end(mut self) {
-        drop(self.input);
-        let _ = self.child.wait();
-    }
+/// The references of `area` (its declaration included), waiting for
+/// rust-analyzer to be ready.
+fn references(proxy: &mut AcpProxy, project: &Path) -> Result<Value> {
+    let servers = ask(proxy, "lsp/servers", json!({"sessionId": "s"}))?;
+    let server_id = servers["result"]["servers"]
+        .as_array()
+        .and_then(|list| list.iter().find(|s| s["name"] == "rust-analyzer"))
+        .map(|s| s["serverId"].clone())
+        .with_context(|| format!("no rust-analyzer in {servers}"))?;
+    let uri = super::file_uri(&project.join("src/geometry.rs"));
+    let answer = ask(
+        proxy,
+        "lsp/request",
+        json!({
+            "sessionId": "s",
+            "serverId": server_id,
+            "method": "textDocument/references",
+            "params": {
+                "textDocument": {"uri": uri},
+                "position": {"line": 1, "character": 7},
+                "context": {"includeDeclaration": true}
+            },
+            "_meta": {"waitUntilReady": READY_WAIT_MS}
+        }),
+    )?;
+    let result = answer["result"]["lspResult"].clone();
+    ensure!(
+        result.as_array().is_some_and(|r| !r.is_empty()),
+        "no references: {answer}"
+    );
+    Ok(result)
 }
 
 /// A private runtime dir (the daemon's socket), config, agent and project.
@@ -252,19 +207,19 @@ struct Outcome {
 fn measure(shared: bool) -> Result<Outcome> {
     let world = World::new()?;
     let mut proxies = (0..3)
-        .map(|i| Proxy::start(&world, shared, &format!("proxy{i}")))
+        .map(|i| start_proxy(&world, shared, &format!("proxy{i}")))
         .collect::<Result<Vec<_>>>()?;
-    proxies[0].open(&world.project)?;
-    let want = proxies[0].references(&world.project)?;
+    open(&mut proxies[0], &world.project)?;
+    let want = references(&mut proxies[0], &world.project)?;
     let mut times = Vec::new();
     for proxy in &mut proxies[1..] {
         let start = Instant::now();
-        proxy.open(&world.project)?;
-        let got = proxy.references(&world.project)?;
+        open(proxy, &world.project)?;
+        let got = references(proxy, &world.project)?;
         times.push(start.elapsed());
         ensure!(got == want, "another answer: {got} (first agent: {want})");
     }
-    let mut roots: Vec<u32> = proxies.iter().map(|p| p.child.id()).collect();
+    let mut roots: Vec<u32> = proxies.iter().map(AcpProxy::pid).collect();
     let daemon = if shared {
         Some(world.daemon_pid()?)
     } else {
