@@ -229,6 +229,16 @@ impl Registry {
         let Some(attached) = self.attached_now(session.id()) else {
             return;
         };
+        // Only idle servers are started: with none (the common case once a
+        // session's servers run), the URIs need not be parsed and resolved.
+        let any_idle = attached
+            .ids
+            .iter()
+            .filter_map(|id| self.server(id))
+            .any(|server| server.state() == ServerState::Idle);
+        if !any_idle {
+            return;
+        }
         for uri in documents {
             let Some(path) = url::Url::parse(uri)
                 .ok()

@@ -299,6 +299,11 @@ impl Server {
         self.status.borrow().clone()
     }
 
+    /// The lifecycle state alone, without copying the rest of the status.
+    pub fn state(&self) -> ServerState {
+        self.status.borrow().state
+    }
+
     fn set_status(&self, state: ServerState, last_error: Option<String>) {
         let progress = self.current_progress();
         self.status.send_modify(|s| {
