@@ -12,8 +12,8 @@
 //! physically (after following symlinks). A file URI is accepted only if
 //! *both* readings land inside a root, with symlinks resolved in each.
 
+use super::tree::JsonTree;
 use percent_encoding::percent_decode_str;
-use serde_json::Value;
 use std::borrow::Cow;
 use std::ffi::OsString;
 use std::fs;
@@ -127,21 +127,20 @@ impl Confinement {
     /// under `changes` (a `WorkspaceEdit` map keyed by URI). Other strings are
     /// left alone. The walk uses an explicit stack, so depth costs heap, not
     /// call stack.
-    pub(crate) fn check_params(&self, params: &Value) -> Result<(), ConfineError> {
-        let mut stack: Vec<(&Value, Slot)> = vec![(params, Slot::Plain)];
+    pub(crate) fn check_params<T: JsonTree>(&self, params: &T) -> Result<(), ConfineError> {
+        let mut stack: Vec<(&T, Slot)> = vec![(params, Slot::Plain)];
         while let Some((value, slot)) = stack.pop() {
-            match value {
-                Value::String(s) => self.check_string(s, slot == Slot::UriValue)?,
-                Value::Array(items) => {
-                    stack.extend(items.iter().rev().map(|v| (v, Slot::Plain)));
+            if let Some(s) = value.as_str() {
+                self.check_string(s, slot == Slot::UriValue)?;
+            } else if let Some(items) = value.items() {
+                stack.extend(items.iter().rev().map(|v| (v, Slot::Plain)));
+            } else if let Some(members) = value.members() {
+                for (key, _) in members {
+                    self.check_string(key, slot == Slot::UriKeys)?;
                 }
-                Value::Object(map) => {
-                    for key in map.keys() {
-                        self.check_string(key, slot == Slot::UriKeys)?;
-                    }
-                    stack.extend(map.iter().rev().map(|(k, v)| (v, slot_for_key(k))));
+                if let Some(members) = value.members() {
+                    stack.extend(members.rev().map(|(k, v)| (v, slot_for_key(k))));
                 }
-                Value::Null | Value::Bool(_) | Value::Number(_) => {}
             }
         }
         Ok(())
@@ -407,6 +406,25 @@ fn resolve(path: &Path) -> Result<PathBuf, ResolveError> {
     if !path.is_absolute() {
         return Err(ResolveError::NotAbsolute);
     }
+    // The kernel's lookup, a system call or two at any depth, where its
+    // answer is the walk's: a path that exists with no symlink on the way
+    // (the common case) resolves to itself with its `..` taken lexically; one
+    // with symlinks to where the kernel lands. What it cannot resolve
+    // (missing, dangling, a loop, a file used as a directory) is walked.
+    use crate::sys::PlainLookup;
+    match crate::sys::lookup_without_symlinks(path) {
+        PlainLookup::Exists => return Ok(normalize_lexically(path)),
+        PlainLookup::Missing => return resolve_walk(path),
+        PlainLookup::Unknown => {}
+    }
+    if let Ok(real) = crate::sys::real_path(path) {
+        return Ok(real);
+    }
+    resolve_walk(path)
+}
+
+/// [`resolve`] one component at a time (one `lstat` each).
+fn resolve_walk(path: &Path) -> Result<PathBuf, ResolveError> {
     let mut pending: Vec<Step> = steps_of(path).rev().collect();
     let mut resolved = PathBuf::new();
     let mut hops = 0;

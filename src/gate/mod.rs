@@ -14,6 +14,7 @@ pub mod ids;
 pub mod methods;
 mod params;
 pub mod session;
+mod tree;
 
 use crate::jsonrpc::{self, depth, Limits, RequestId};
 use futures::FutureExt;
@@ -28,6 +29,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
+use tree::{Json, JsonTree};
 
 pub use entry::{
     AcpLspEntry, Dropped, EntryMeta, Progress, RegistrationEntry, ServerEntry, ServerState,
@@ -526,7 +528,7 @@ impl<H: LspHost> Gate<H> {
         let inner = Some(params).filter(|p| !jsonrpc::is_null(p));
         let mut documents = Vec::new();
         if let Some(inner) = inner {
-            let value: serde_json::Value = serde_json::from_str(inner.get())
+            let value: Json = serde_json::from_str(inner.get())
                 .map_err(|e| fail(GateError::InvalidParams(e.to_string())))?;
             session
                 .confinement()
@@ -624,13 +626,13 @@ pub fn available_methods(servers: &[ServerEntry]) -> Vec<String> {
 /// The document URIs a request's params name (rfd section 5): `textDocument.uri`, and the
 /// `uri` of hierarchy items (`item.uri`). Other URIs (locations in results,
 /// workspace edits) are not documents the request reads.
-pub(crate) fn named_documents(params: &serde_json::Value) -> Vec<String> {
+pub(crate) fn named_documents<T: JsonTree>(params: &T) -> Vec<String> {
     let mut out = Vec::new();
     for key in ["textDocument", "item"] {
         if let Some(uri) = params
             .get(key)
             .and_then(|v| v.get("uri"))
-            .and_then(serde_json::Value::as_str)
+            .and_then(JsonTree::as_str)
         {
             if !out.iter().any(|u| u == uri) {
                 out.push(uri.to_string());
@@ -662,10 +664,10 @@ fn to_raw<T: Serialize>(value: &T) -> Result<Box<RawValue>, GateError> {
     serde_json::value::to_raw_value(value).map_err(|e| GateError::Internal(e.to_string()))
 }
 
-fn check_command(params: &serde_json::Value, route: &Route) -> Result<(), GateError> {
+fn check_command<T: JsonTree>(params: &T, route: &Route) -> Result<(), GateError> {
     let command = params
         .get("command")
-        .and_then(serde_json::Value::as_str)
+        .and_then(JsonTree::as_str)
         .ok_or_else(|| {
             GateError::InvalidParams("workspace/executeCommand needs a command".into())
         })?;
@@ -691,5 +693,14 @@ mod tests {
             "item": {"uri": "file:///b", "name": "f"}
         });
         assert_eq!(named_documents(&params), vec!["file:///a", "file:///b"]);
+        // The gate's own reading of the params finds the same.
+        let text = params.to_string();
+        let json: Json = serde_json::from_str(&text).unwrap();
+        assert_eq!(named_documents(&json), vec!["file:///a", "file:///b"]);
+        let same: Json = serde_json::from_str(
+            r#"{"textDocument": {"uri": "file:\/\/\/a"}, "item": {"uri": "file:///a"}}"#,
+        )
+        .unwrap();
+        assert_eq!(named_documents(&same), vec!["file:///a"]);
     }
 }

@@ -2,7 +2,7 @@
 
 use super::*;
 use proptest::prelude::*;
-use serde_json::json;
+use serde_json::{json, Value};
 use tempfile::TempDir;
 
 /// `<tmp>/proj` (root, with `src/main.rs` and `sub/`), `<tmp>/proj-evil`,
@@ -582,5 +582,120 @@ proptest! {
         } else {
             prop_assert_eq!(verdict, Err(ConfineError::OutsideRoots { uri }));
         }
+    }
+}
+
+/// The kernel's lookups (`resolve`'s fast paths) land where the walk does,
+/// on every shape of path: plain, `..`, symlinks in the middle and at the
+/// end, out of the root and back, dangling, a loop, a file used as a
+/// directory, missing parts, a FIFO.
+#[cfg(unix)]
+#[test]
+fn kernel_lookups_agree_with_the_walk() {
+    use std::os::unix::fs::symlink;
+    let f = fixture();
+    let deep = f.outside.join("deep/dir");
+    fs::create_dir_all(&deep).unwrap();
+    symlink(&deep, f.proj.join("link")).unwrap();
+    symlink("../src", f.proj.join("sub/alias")).unwrap();
+    symlink(f.outside.join("secret.txt"), f.proj.join("secret")).unwrap();
+    symlink(f.outside.join("planted.rs"), f.proj.join("dangling")).unwrap();
+    symlink("b", f.proj.join("a")).unwrap();
+    symlink("a", f.proj.join("b")).unwrap();
+    let made = std::process::Command::new("mkfifo")
+        .arg(f.proj.join("fifo"))
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let paths = [
+        "src/main.rs",
+        "src/../src/main.rs",
+        "src/./main.rs",
+        "sub/../../outside/secret.txt",
+        "sub/alias/main.rs",
+        "sub/alias/../sub",
+        "link/../secret.txt",
+        "link/../../secret.txt",
+        "secret",
+        "dangling",
+        "a/x.rs",
+        "src/main.rs/x",
+        "src/main.rs/..",
+        "src/new_dir/renamed.rs",
+        "link/new.rs",
+        "fifo",
+        "",
+        "../../../..",
+    ];
+    for rel in paths {
+        let path = f.proj.join(rel);
+        let (fast, walked) = (resolve(&path), resolve_walk(&path));
+        match (&fast, &walked) {
+            (Ok(a), Ok(b)) => assert_eq!(a, b, "{rel}"),
+            (Err(_), Err(_)) => {}
+            _ => panic!("{rel}: {fast:?} vs the walk's {walked:?}"),
+        }
+    }
+    // And the verdicts that follow from them.
+    assert_outside(&f.conf, &file_uri(&f.proj.join("secret")));
+    assert_outside(
+        &f.conf,
+        &format!("{}/link/../secret.txt", file_uri(&f.proj)),
+    );
+    assert_eq!(
+        f.conf
+            .check_uri(&file_uri(&f.proj.join("src/../src/main.rs"))),
+        Ok(Some(f.proj.join("src/main.rs")))
+    );
+}
+
+/// The gate checks a request's params in the borrowed reading
+/// (`gate::tree::Json`); it must find what a `Value` walk finds, escaped
+/// strings and keys included.
+#[test]
+fn borrowed_params_are_checked_like_values() {
+    use crate::gate::tree::Json;
+    let f = fixture();
+    let inside = file_uri(&f.proj.join("src/main.rs"));
+    let outside = file_uri(&f.outside.join("secret.txt"));
+    let escaped = outside.replace('/', "\\/");
+    let cases = [
+        (
+            format!(r#"{{"textDocument": {{"uri": "{inside}"}}}}"#),
+            Ok(()),
+        ),
+        (
+            format!(r#"{{"textDocument": {{"uri": "{outside}"}}}}"#),
+            Err("uri_outside_roots"),
+        ),
+        (
+            format!(r#"{{"textDocument": {{"uri": "{escaped}"}}}}"#),
+            Err("uri_outside_roots"),
+        ),
+        (
+            format!(r#"{{"edit": {{"changes": {{"{escaped}": []}}}}}}"#),
+            Err("uri_outside_roots"),
+        ),
+        (
+            format!(r#"{{"list": [1, null, {{"x": ["{outside}"]}}]}}"#),
+            Err("uri_outside_roots"),
+        ),
+        (
+            r#"{"targetUri": "https://example.com/x"}"#.to_string(),
+            Err("uri_scheme_not_allowed"),
+        ),
+        (r#"{"uri": 42}"#.to_string(), Ok(())),
+        (
+            r#"{"query": "not a uri", "n": 1.5, "b": true}"#.to_string(),
+            Ok(()),
+        ),
+    ];
+    for (text, want) in cases {
+        let value: Value = serde_json::from_str(&text).unwrap();
+        let json: Json = serde_json::from_str(&text).unwrap();
+        let by_value = f.conf.check_params(&value).map_err(|e| e.reason());
+        let by_json = f.conf.check_params(&json).map_err(|e| e.reason());
+        assert_eq!(by_value, want, "{text}");
+        assert_eq!(by_json, want, "{text}");
     }
 }
