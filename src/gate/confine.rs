@@ -413,7 +413,17 @@ fn resolve(path: &Path) -> Result<PathBuf, ResolveError> {
     // (missing, dangling, a loop, a file used as a directory) is walked.
     use crate::sys::PlainLookup;
     match crate::sys::lookup_without_symlinks(path) {
-        PlainLookup::Exists => return Ok(normalize_lexically(path)),
+        PlainLookup::Exists => {
+            // Most paths come here already normalised (no `.` or `..`).
+            let plain = path
+                .components()
+                .all(|c| !matches!(c, Component::CurDir | Component::ParentDir));
+            return Ok(if plain {
+                path.to_path_buf()
+            } else {
+                normalize_lexically(path)
+            });
+        }
         PlainLookup::Missing => return resolve_walk(path),
         PlainLookup::Unknown => {}
     }
