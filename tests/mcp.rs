@@ -1262,3 +1262,78 @@ async fn tools_confine_files_first_and_never_block_a_runtime_thread() {
     drop(proxy);
     proxy_runtime.shutdown_background();
 }
+
+/// Sets a file's mtime a minute back, as a file not edited in the last
+/// seconds has: the tools keep the texts of such files between calls.
+fn age(path: &Path) {
+    std::fs::File::options()
+        .write(true)
+        .open(path)
+        .and_then(|f| f.set_modified(std::time::SystemTime::now() - Duration::from_secs(60)))
+        .unwrap_or_else(|e| panic!("cannot age {}: {e}", path.display()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tools_show_files_as_they_are_on_disk_now_across_calls() {
+    let mut proxy = Proxy::start().await;
+    proxy.initialize(false).await;
+    let entry = proxy.new_session("s1").await;
+    let client = connect(&entry).await;
+    let (geometry, stats) = (
+        proxy.root.join("src/geometry.rs"),
+        proxy.root.join("src/stats.rs"),
+    );
+    age(&geometry);
+    age(&stats);
+    let at_use = json!({"file": "src/stats.rs", "line": 5, "column": 27});
+
+    // Twice: the second call finds both files' texts kept from the first.
+    for _ in 0..2 {
+        let (definition, _) = success(
+            "definition",
+            &call(&client, "definition", at_use.clone()).await,
+        );
+        assert!(
+            definition
+                .contains("src/geometry.rs:2:8: pub fn area(width: u32, height: u32) -> u32 {\n"),
+            "{definition}"
+        );
+    }
+
+    // The line a result points at, edited on disk: shown as it is now.
+    let original = std::fs::read_to_string(&geometry).unwrap();
+    let edited = original.replace(
+        "pub fn area(width: u32, height: u32) -> u32 {",
+        "pub fn area(width: u32, height: u32) -> u32 { // edited",
+    );
+    assert_ne!(original, edited);
+    std::fs::write(&geometry, &edited).unwrap();
+    let (definition, structured) = success(
+        "definition",
+        &call(&client, "definition", at_use.clone()).await,
+    );
+    assert!(
+        definition.contains(
+            "src/geometry.rs:2:8: pub fn area(width: u32, height: u32) -> u32 { // edited"
+        ),
+        "the old text of geometry.rs was shown:\n{definition}"
+    );
+    assert_eq!(
+        structured["locations"][0]["text"],
+        "pub fn area(width: u32, height: u32) -> u32 { // edited"
+    );
+
+    // The file a position names, cut short on disk: its line 5 is gone now.
+    std::fs::write(&stats, "use crate::geometry;\n").unwrap();
+    let gone = call(&client, "definition", at_use).await;
+    assert_eq!(gone.is_error, Some(true), "{}", text(&gone));
+    assert!(
+        text(&gone).contains("has 2 lines; line 5 does not exist"),
+        "the old text of stats.rs was used: {}",
+        text(&gone)
+    );
+
+    client.cancel().await.expect("close the MCP client");
+    proxy.registry.shutdown().await;
+    proxy.relay.abort();
+}
