@@ -1337,3 +1337,40 @@ async fn tools_show_files_as_they_are_on_disk_now_across_calls() {
     proxy.registry.shutdown().await;
     proxy.relay.abort();
 }
+
+fn signal(pid: u32, signal: &str) {
+    let sent = std::process::Command::new("kill")
+        .args([signal, &pid.to_string()])
+        .status()
+        .expect("run kill");
+    assert!(sent.success(), "kill {signal} {pid}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bridge_hands_its_pipes_to_the_proxy_and_its_end_ends_the_connection() {
+    let mut proxy = Proxy::start().await;
+    proxy.initialize(false).await;
+    let entry = proxy.new_session("s1").await;
+    let transport = bridge_transport(&entry);
+    let bridge = transport.id().expect("the bridge's pid");
+    let client = timeout(IO_TIMEOUT, ().serve(transport))
+        .await
+        .expect("MCP initialize timed out")
+        .expect("MCP initialize failed");
+
+    // Stopped, a bridge that copied the messages would hold them all: the
+    // proxy reads and writes the agent's pipes itself.
+    signal(bridge, "-STOP");
+    let answered = call_bounded(&client, "lsp_servers", json!({})).await;
+    signal(bridge, "-CONT");
+    let answered = answered.expect("no answer while the bridge was stopped: it still copies");
+    success("lsp_servers", &answered);
+
+    // The agent ends the bridge: the proxy ends the MCP connection on the
+    // agent's pipes too (nothing keeps serving a process that is gone).
+    signal(bridge, "-KILL");
+    let ended = timeout(FREEZE_BOUND, client.waiting()).await;
+    assert!(ended.is_ok(), "the MCP connection outlived its bridge");
+    proxy.registry.shutdown().await;
+    proxy.relay.abort();
+}
