@@ -332,4 +332,49 @@ mod tests {
     fn a_page_is_a_power_of_two() {
         assert!(page_size().is_some_and(u64::is_power_of_two));
     }
+
+    #[test]
+    fn descriptors_sent_with_bytes_arrive_as_working_duplicates() {
+        use std::io::{Read, Write};
+        use std::os::fd::AsFd;
+        use std::os::unix::fs::OpenOptionsExt;
+        let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        assert!(std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success());
+        let reader = std::fs::File::options()
+            .read(true)
+            .custom_flags(OPEN_READ_ANYTHING)
+            .open(&fifo)
+            .unwrap();
+        let mut writer = std::fs::File::options().write(true).open(&fifo).unwrap();
+        let file = std::fs::File::open(dir.path()).unwrap();
+        assert_eq!(fd_kind(reader.as_fd()).unwrap(), FdKind::Pipe);
+        assert_eq!(fd_kind(a.as_fd()).unwrap(), FdKind::Socket);
+        assert_eq!(fd_kind(file.as_fd()).unwrap(), FdKind::Other);
+
+        let sent = send_with_fds(a.as_fd(), b"token\n", &[reader.as_fd(), a.as_fd()]).unwrap();
+        assert_eq!(sent, 6);
+        let mut buffer = [0u8; 16];
+        let (n, fds) = recv_with_fds(b.as_fd(), &mut buffer).unwrap();
+        assert_eq!(&buffer[..n], b"token\n");
+        assert_eq!(fds.len(), 2);
+        // The received pipe end reads what is written into the pipe.
+        drop(reader);
+        writer.write_all(b"through").unwrap();
+        drop(writer);
+        let mut got = String::new();
+        std::fs::File::from(fds.into_iter().next().unwrap())
+            .read_to_string(&mut got)
+            .unwrap();
+        assert_eq!(got, "through");
+        // Plain bytes carry none.
+        (&a).write_all(b"plain").unwrap();
+        let (n, fds) = recv_with_fds(b.as_fd(), &mut buffer).unwrap();
+        assert_eq!((&buffer[..n], fds.len()), (&b"plain"[..], 0));
+    }
 }
