@@ -1374,3 +1374,68 @@ async fn the_bridge_hands_its_pipes_to_the_proxy_and_its_end_ends_the_connection
     proxy.registry.shutdown().await;
     proxy.relay.abort();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bridge_on_sockets_as_node_agents_start_it_hands_them_over_too() {
+    // Node's child_process gives a child's stdio as Unix socket pairs, not pipes.
+    let mut proxy = Proxy::start().await;
+    proxy.initialize(false).await;
+    let entry = proxy.new_session("s1").await;
+    let (stdin_ours, stdin_theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+    let (stdout_ours, stdout_theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+    let env: Vec<(String, String)> = entry["env"]
+        .as_array()
+        .expect("env")
+        .iter()
+        .map(|v| {
+            (
+                v["name"].as_str().unwrap().to_string(),
+                v["value"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let mut bridge = tokio::process::Command::new(entry["command"].as_str().unwrap())
+        .args(
+            entry["args"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|a| a.as_str().unwrap()),
+        )
+        .envs(env)
+        .stdin(std::process::Stdio::from(std::os::fd::OwnedFd::from(
+            stdin_theirs,
+        )))
+        .stdout(std::process::Stdio::from(std::os::fd::OwnedFd::from(
+            stdout_theirs,
+        )))
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start the bridge");
+    let pid = bridge.id().expect("the bridge's pid");
+    let as_tokio = |s: std::os::unix::net::UnixStream| {
+        s.set_nonblocking(true).unwrap();
+        tokio::net::UnixStream::from_std(s).unwrap()
+    };
+    let (to_bridge, from_bridge) = (as_tokio(stdin_ours), as_tokio(stdout_ours));
+    let client = timeout(IO_TIMEOUT, ().serve((from_bridge, to_bridge)))
+        .await
+        .expect("MCP initialize timed out")
+        .expect("MCP initialize failed");
+    signal(pid, "-STOP");
+    let answered = call_bounded(&client, "lsp_servers", json!({})).await;
+    signal(pid, "-CONT");
+    let answered = answered.expect("no answer while the bridge was stopped: it still copies");
+    success("lsp_servers", &answered);
+
+    // The agent closes the bridge's stdin: the proxy ends the connection
+    // and the bridge exits.
+    client.cancel().await.expect("close the MCP client");
+    let status = timeout(FREEZE_BOUND, bridge.wait())
+        .await
+        .expect("the bridge outlived its MCP connection")
+        .expect("wait for the bridge");
+    assert!(status.success(), "{status}");
+    proxy.registry.shutdown().await;
+    proxy.relay.abort();
+}

@@ -9,6 +9,7 @@
 //! it logs to stderr.
 
 use super::inject::TOKEN_ENV;
+use super::tokens::TOKEN_BUSY_WAIT;
 use crate::sys::FdKind;
 use std::io::{Read, Write};
 use std::net::Shutdown;
@@ -18,8 +19,11 @@ use tokio::net::UnixStream;
 
 /// Bytes read at once in each direction (tokio::io::copy's size).
 const PUMP_BUFFER: usize = 8 * 1024;
-/// How long the proxy may take to say whether it took our stdin and stdout.
-const HANDOVER_REPLY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+/// How long the proxy may take to say whether it took our stdin and stdout:
+/// it answers once the token is admitted, which may wait for the token's
+/// previous connection to end ([`TOKEN_BUSY_WAIT`]).
+const HANDOVER_REPLY_TIMEOUT: std::time::Duration =
+    std::time::Duration::from_secs(TOKEN_BUSY_WAIT.as_secs() + 10);
 /// The proxy's one-byte answer to a token line carrying stdin and stdout:
 /// it serves them itself.
 pub(crate) const TAKEN: u8 = b'T';
