@@ -219,7 +219,8 @@ pub(crate) fn send_with_fds(
         (*header).cmsg_type = libc::SCM_RIGHTS;
         (*header).cmsg_len = libc::CMSG_LEN(data_len as u32) as _;
         std::ptr::copy_nonoverlapping(raw.as_ptr().cast::<u8>(), libc::CMSG_DATA(header), data_len);
-        libc::sendmsg(socket.as_raw_fd(), &msg, libc::MSG_NOSIGNAL)
+        // No MSG_NOSIGNAL (not everywhere): Rust binaries ignore SIGPIPE.
+        libc::sendmsg(socket.as_raw_fd(), &msg, 0)
     };
     if sent < 0 {
         return Err(io::Error::last_os_error());
@@ -249,9 +250,15 @@ pub(crate) fn recv_with_fds(
     msg.msg_iovlen = 1;
     msg.msg_control = control.as_mut_ptr().cast();
     msg.msg_controllen = space.min(std::mem::size_of_val(&control)) as _;
+    // Close-on-exec from the start where the kernel can (Linux); elsewhere
+    // set right after (a child spawned in between could inherit them).
+    #[cfg(target_os = "linux")]
+    let flags = libc::MSG_CMSG_CLOEXEC;
+    #[cfg(not(target_os = "linux"))]
+    let flags = 0;
     // SAFETY: `iov` describes `buffer`, writable for its length; the control
     // buffer is aligned and `msg_controllen` bytes long.
-    let n = unsafe { libc::recvmsg(socket.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
+    let n = unsafe { libc::recvmsg(socket.as_raw_fd(), &mut msg, flags) };
     if n < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -267,7 +274,10 @@ pub(crate) fn recv_with_fds(
                 let bytes = (*header).cmsg_len as usize - libc::CMSG_LEN(0) as usize;
                 let data = libc::CMSG_DATA(header).cast::<RawFd>();
                 for i in 0..bytes / std::mem::size_of::<RawFd>() {
-                    fds.push(OwnedFd::from_raw_fd(std::ptr::read_unaligned(data.add(i))));
+                    let fd = std::ptr::read_unaligned(data.add(i));
+                    #[cfg(not(target_os = "linux"))]
+                    libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+                    fds.push(OwnedFd::from_raw_fd(fd));
                 }
             }
             header = libc::CMSG_NXTHDR(&msg, header);
