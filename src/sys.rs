@@ -223,7 +223,12 @@ pub(crate) fn send_with_fds(
         libc::sendmsg(socket.as_raw_fd(), &msg, 0)
     };
     if sent < 0 {
-        return Err(io::Error::last_os_error());
+        let error = io::Error::last_os_error();
+        if error.kind() == io::ErrorKind::Interrupted {
+            // Nothing was sent: send again.
+            return send_with_fds(socket, bytes, fds);
+        }
+        return Err(error);
     }
     Ok(sent as usize)
 }

@@ -74,7 +74,14 @@ pub async fn run(socket: &Path) -> Result<(), BridgeError> {
         (&stream).write_all(&line.as_bytes()[sent..])?;
         stream.set_read_timeout(Some(HANDOVER_REPLY_TIMEOUT))?;
         let mut reply = [0u8; 1];
-        let n = (&stream).read(&mut reply)?;
+        // A read with a timeout is not restarted after the process is
+        // stopped and continued (SIGSTOP, SIGCONT): EINTR, read again.
+        let n = loop {
+            match (&stream).read(&mut reply) {
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                read => break read?,
+            }
+        };
         if n == 0 {
             // Refused (a wrong or revoked token): the proxy closed the connection.
             return Ok(());
@@ -83,6 +90,7 @@ pub async fn run(socket: &Path) -> Result<(), BridgeError> {
             // The proxy serves our stdin and stdout now; it closes the
             // connection when the agent is done (or the proxy ends).
             stream.set_read_timeout(None)?;
+            // read_to_end reads again after EINTR.
             let mut rest = Vec::new();
             let _ = (&stream).read_to_end(&mut rest);
             return Ok(());

@@ -215,7 +215,13 @@ async fn serve_connection(
             // The bridge's connection stays open while the agent talks to us
             // on its pipes: the bridge ending (killed by the agent) ends the
             // MCP connection, and this stream dropped lets the bridge exit.
-            let running = match tools.serve((input, output)).await {
+            tracing::debug!("serving MCP on the agent's pipes the bridge handed over");
+            let served = tokio::select! {
+                served = tools.serve((input, output)) => served,
+                // Gone before the MCP handshake ended: nothing to serve.
+                _ = bridge_gone(&stream) => return,
+            };
+            let running = match served {
                 Ok(running) => running,
                 Err(e) => {
                     tracing::warn!(error = %e, "MCP connection failed to initialize");
