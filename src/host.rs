@@ -28,6 +28,16 @@ impl ProxyHost {
         }
     }
 
+    /// The session's server entries without `memoryBytes` and
+    /// `degradedRoots` (no `/proc` read): what picking a server needs. The
+    /// shared daemon's entries come whole.
+    pub async fn servers_brief(&self, session: &Session) -> Vec<ServerEntry> {
+        match self {
+            ProxyHost::Local(registry) => registry.servers_brief(session).await,
+            ProxyHost::Shared(host) => host.servers(session).await,
+        }
+    }
+
     /// Stops this process's own servers; shared ones stay with the daemon
     /// (for the other proxies, then its idle grace).
     pub async fn shutdown(&self) {

@@ -332,6 +332,156 @@ pub(crate) fn real_path(_path: &std::path::Path) -> io::Result<std::path::PathBu
     Err(io::Error::from(io::ErrorKind::Unsupported))
 }
 
+/// Most descriptors [`recv_with_fds`] takes from one message.
+pub(crate) const MAX_PASSED_FDS: usize = 2;
+
+/// Sends `bytes` on the Unix stream socket `socket` with the descriptors
+/// `fds` attached (`SCM_RIGHTS`): the receiver gets its own duplicates.
+/// Returns the bytes sent (all or nothing of the descriptors go with them).
+pub(crate) fn send_with_fds(
+    socket: std::os::fd::BorrowedFd<'_>,
+    bytes: &[u8],
+    fds: &[std::os::fd::BorrowedFd<'_>],
+) -> io::Result<usize> {
+    use std::os::fd::AsRawFd;
+    if fds.is_empty() || fds.len() > MAX_PASSED_FDS {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "1 to MAX_PASSED_FDS descriptors",
+        ));
+    }
+    let raw: Vec<RawFd> = fds.iter().map(|fd| fd.as_raw_fd()).collect();
+    let data_len = std::mem::size_of_val(raw.as_slice());
+    // u64 words: aligned for the cmsghdr that starts the buffer.
+    let mut control = [0u64; 8];
+    // SAFETY: CMSG_SPACE only computes a size.
+    let space = unsafe { libc::CMSG_SPACE(data_len as u32) } as usize;
+    if space > std::mem::size_of_val(&control) {
+        return Err(io::Error::other("control buffer too small"));
+    }
+    let mut iov = libc::iovec {
+        iov_base: bytes.as_ptr() as *mut libc::c_void,
+        iov_len: bytes.len(),
+    };
+    // SAFETY: msghdr is plain data; zeroed is its empty value.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = space as _;
+    // SAFETY: msg_control points at `space` writable, aligned bytes, so
+    // CMSG_FIRSTHDR is that buffer's start and CMSG_DATA lies inside it with
+    // room for `data_len` bytes (CMSG_SPACE said so); `iov` describes
+    // `bytes`, which sendmsg only reads; the descriptors are borrowed, valid
+    // for the call.
+    let sent = unsafe {
+        let header = libc::CMSG_FIRSTHDR(&msg);
+        (*header).cmsg_level = libc::SOL_SOCKET;
+        (*header).cmsg_type = libc::SCM_RIGHTS;
+        (*header).cmsg_len = libc::CMSG_LEN(data_len as u32) as _;
+        std::ptr::copy_nonoverlapping(raw.as_ptr().cast::<u8>(), libc::CMSG_DATA(header), data_len);
+        // No MSG_NOSIGNAL (not everywhere): Rust binaries ignore SIGPIPE.
+        libc::sendmsg(socket.as_raw_fd(), &msg, 0)
+    };
+    if sent < 0 {
+        let error = io::Error::last_os_error();
+        if error.kind() == io::ErrorKind::Interrupted {
+            // Nothing was sent: send again.
+            return send_with_fds(socket, bytes, fds);
+        }
+        return Err(error);
+    }
+    Ok(sent as usize)
+}
+
+/// Receives bytes from the Unix stream socket `socket` into `buffer`, with
+/// the descriptors attached to them (at most [`MAX_PASSED_FDS`], close-on-exec;
+/// any beyond are closed by the kernel). Non-blocking if `socket` is.
+pub(crate) fn recv_with_fds(
+    socket: std::os::fd::BorrowedFd<'_>,
+    buffer: &mut [u8],
+) -> io::Result<(usize, Vec<std::os::fd::OwnedFd>)> {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    let mut control = [0u64; 8];
+    let mut iov = libc::iovec {
+        iov_base: buffer.as_mut_ptr().cast(),
+        iov_len: buffer.len(),
+    };
+    // SAFETY: CMSG_SPACE only computes a size.
+    let space = unsafe { libc::CMSG_SPACE((MAX_PASSED_FDS * std::mem::size_of::<RawFd>()) as u32) }
+        as usize;
+    // SAFETY: msghdr is plain data; zeroed is its empty value.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = space.min(std::mem::size_of_val(&control)) as _;
+    // Close-on-exec from the start where the kernel can (Linux); elsewhere
+    // set right after (a child spawned in between could inherit them).
+    #[cfg(target_os = "linux")]
+    let flags = libc::MSG_CMSG_CLOEXEC;
+    #[cfg(not(target_os = "linux"))]
+    let flags = 0;
+    // SAFETY: `iov` describes `buffer`, writable for its length; the control
+    // buffer is aligned and `msg_controllen` bytes long.
+    let n = unsafe { libc::recvmsg(socket.as_raw_fd(), &mut msg, flags) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut fds = Vec::new();
+    // SAFETY: the kernel filled msg_control with msg_controllen bytes of
+    // well-formed cmsghdrs; CMSG_FIRSTHDR/NXTHDR walk them within it, and
+    // each SCM_RIGHTS payload holds (cmsg_len - CMSG_LEN(0)) / 4 descriptors
+    // that the kernel just installed in this process, owned by no one else.
+    unsafe {
+        let mut header = libc::CMSG_FIRSTHDR(&msg);
+        while !header.is_null() {
+            if (*header).cmsg_level == libc::SOL_SOCKET && (*header).cmsg_type == libc::SCM_RIGHTS {
+                let bytes = (*header).cmsg_len as usize - libc::CMSG_LEN(0) as usize;
+                let data = libc::CMSG_DATA(header).cast::<RawFd>();
+                for i in 0..bytes / std::mem::size_of::<RawFd>() {
+                    let fd = std::ptr::read_unaligned(data.add(i));
+                    #[cfg(not(target_os = "linux"))]
+                    libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+                    fds.push(OwnedFd::from_raw_fd(fd));
+                }
+            }
+            header = libc::CMSG_NXTHDR(&msg, header);
+        }
+    }
+    Ok((n as usize, fds))
+}
+
+/// Whether `fd` is a pipe (FIFO) or a socket: what the MCP socket can serve
+/// directly (`crate::mcp::socket`), as opposed to a terminal or a file.
+pub(crate) fn fd_kind(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<FdKind> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: stat is plain data (zeroed is a valid value); fstat fills it
+    // for a descriptor borrowed for the call.
+    let rc = unsafe {
+        let mut stat: libc::stat = std::mem::zeroed();
+        let rc = libc::fstat(fd.as_raw_fd(), &mut stat);
+        (rc, stat.st_mode)
+    };
+    let (rc, mode) = rc;
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(match mode & libc::S_IFMT {
+        libc::S_IFIFO => FdKind::Pipe,
+        libc::S_IFSOCK => FdKind::Socket,
+        _ => FdKind::Other,
+    })
+}
+
+/// What [`fd_kind`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FdKind {
+    Pipe,
+    Socket,
+    Other,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -440,5 +590,50 @@ mod tests {
             .unwrap();
         assert!(made.success());
         assert_eq!(lookup_without_symlinks(&fifo), PlainLookup::Exists);
+    }
+
+    #[test]
+    fn descriptors_sent_with_bytes_arrive_as_working_duplicates() {
+        use std::io::{Read, Write};
+        use std::os::fd::AsFd;
+        use std::os::unix::fs::OpenOptionsExt;
+        let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        assert!(std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success());
+        let reader = std::fs::File::options()
+            .read(true)
+            .custom_flags(OPEN_READ_ANYTHING)
+            .open(&fifo)
+            .unwrap();
+        let mut writer = std::fs::File::options().write(true).open(&fifo).unwrap();
+        let file = std::fs::File::open(dir.path()).unwrap();
+        assert_eq!(fd_kind(reader.as_fd()).unwrap(), FdKind::Pipe);
+        assert_eq!(fd_kind(a.as_fd()).unwrap(), FdKind::Socket);
+        assert_eq!(fd_kind(file.as_fd()).unwrap(), FdKind::Other);
+
+        let sent = send_with_fds(a.as_fd(), b"token\n", &[reader.as_fd(), a.as_fd()]).unwrap();
+        assert_eq!(sent, 6);
+        let mut buffer = [0u8; 16];
+        let (n, fds) = recv_with_fds(b.as_fd(), &mut buffer).unwrap();
+        assert_eq!(&buffer[..n], b"token\n");
+        assert_eq!(fds.len(), 2);
+        // The received pipe end reads what is written into the pipe.
+        drop(reader);
+        writer.write_all(b"through").unwrap();
+        drop(writer);
+        let mut got = String::new();
+        std::fs::File::from(fds.into_iter().next().unwrap())
+            .read_to_string(&mut got)
+            .unwrap();
+        assert_eq!(got, "through");
+        // Plain bytes carry none.
+        (&a).write_all(b"plain").unwrap();
+        let (n, fds) = recv_with_fds(b.as_fd(), &mut buffer).unwrap();
+        assert_eq!((&buffer[..n], fds.len()), (&b"plain"[..], 0));
     }
 }

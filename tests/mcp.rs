@@ -1262,3 +1262,180 @@ async fn tools_confine_files_first_and_never_block_a_runtime_thread() {
     drop(proxy);
     proxy_runtime.shutdown_background();
 }
+
+/// Sets a file's mtime a minute back, as a file not edited in the last
+/// seconds has: the tools keep the texts of such files between calls.
+fn age(path: &Path) {
+    std::fs::File::options()
+        .write(true)
+        .open(path)
+        .and_then(|f| f.set_modified(std::time::SystemTime::now() - Duration::from_secs(60)))
+        .unwrap_or_else(|e| panic!("cannot age {}: {e}", path.display()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tools_show_files_as_they_are_on_disk_now_across_calls() {
+    let mut proxy = Proxy::start().await;
+    proxy.initialize(false).await;
+    let entry = proxy.new_session("s1").await;
+    let client = connect(&entry).await;
+    let (geometry, stats) = (
+        proxy.root.join("src/geometry.rs"),
+        proxy.root.join("src/stats.rs"),
+    );
+    age(&geometry);
+    age(&stats);
+    let at_use = json!({"file": "src/stats.rs", "line": 5, "column": 27});
+
+    // Twice: the second call finds both files' texts kept from the first.
+    for _ in 0..2 {
+        let (definition, _) = success(
+            "definition",
+            &call(&client, "definition", at_use.clone()).await,
+        );
+        assert!(
+            definition
+                .contains("src/geometry.rs:2:8: pub fn area(width: u32, height: u32) -> u32 {\n"),
+            "{definition}"
+        );
+    }
+
+    // The line a result points at, edited on disk: shown as it is now.
+    let original = std::fs::read_to_string(&geometry).unwrap();
+    let edited = original.replace(
+        "pub fn area(width: u32, height: u32) -> u32 {",
+        "pub fn area(width: u32, height: u32) -> u32 { // edited",
+    );
+    assert_ne!(original, edited);
+    std::fs::write(&geometry, &edited).unwrap();
+    let (definition, structured) = success(
+        "definition",
+        &call(&client, "definition", at_use.clone()).await,
+    );
+    assert!(
+        definition.contains(
+            "src/geometry.rs:2:8: pub fn area(width: u32, height: u32) -> u32 { // edited"
+        ),
+        "the old text of geometry.rs was shown:\n{definition}"
+    );
+    assert_eq!(
+        structured["locations"][0]["text"],
+        "pub fn area(width: u32, height: u32) -> u32 { // edited"
+    );
+
+    // The file a position names, cut short on disk: its line 5 is gone now.
+    std::fs::write(&stats, "use crate::geometry;\n").unwrap();
+    let gone = call(&client, "definition", at_use).await;
+    assert_eq!(gone.is_error, Some(true), "{}", text(&gone));
+    assert!(
+        text(&gone).contains("has 2 lines; line 5 does not exist"),
+        "the old text of stats.rs was used: {}",
+        text(&gone)
+    );
+
+    client.cancel().await.expect("close the MCP client");
+    proxy.registry.shutdown().await;
+    proxy.relay.abort();
+}
+
+fn signal(pid: u32, signal: &str) {
+    let sent = std::process::Command::new("kill")
+        .args([signal, &pid.to_string()])
+        .status()
+        .expect("run kill");
+    assert!(sent.success(), "kill {signal} {pid}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bridge_hands_its_pipes_to_the_proxy_and_its_end_ends_the_connection() {
+    let mut proxy = Proxy::start().await;
+    proxy.initialize(false).await;
+    let entry = proxy.new_session("s1").await;
+    let transport = bridge_transport(&entry);
+    let bridge = transport.id().expect("the bridge's pid");
+    let client = timeout(IO_TIMEOUT, ().serve(transport))
+        .await
+        .expect("MCP initialize timed out")
+        .expect("MCP initialize failed");
+
+    // Stopped, a bridge that copied the messages would hold them all: the
+    // proxy reads and writes the agent's pipes itself.
+    signal(bridge, "-STOP");
+    let answered = call_bounded(&client, "lsp_servers", json!({})).await;
+    signal(bridge, "-CONT");
+    let answered = answered.expect("no answer while the bridge was stopped: it still copies");
+    success("lsp_servers", &answered);
+
+    // The agent ends the bridge: the proxy ends the MCP connection on the
+    // agent's pipes too (nothing keeps serving a process that is gone).
+    signal(bridge, "-KILL");
+    let ended = timeout(FREEZE_BOUND, client.waiting()).await;
+    assert!(ended.is_ok(), "the MCP connection outlived its bridge");
+    proxy.registry.shutdown().await;
+    proxy.relay.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bridge_on_sockets_as_node_agents_start_it_hands_them_over_too() {
+    // Node's child_process gives a child's stdio as Unix socket pairs, not pipes.
+    let mut proxy = Proxy::start().await;
+    proxy.initialize(false).await;
+    let entry = proxy.new_session("s1").await;
+    let (stdin_ours, stdin_theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+    let (stdout_ours, stdout_theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+    let env: Vec<(String, String)> = entry["env"]
+        .as_array()
+        .expect("env")
+        .iter()
+        .map(|v| {
+            (
+                v["name"].as_str().unwrap().to_string(),
+                v["value"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let mut bridge = tokio::process::Command::new(entry["command"].as_str().unwrap())
+        .args(
+            entry["args"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|a| a.as_str().unwrap()),
+        )
+        .envs(env)
+        .stdin(std::process::Stdio::from(std::os::fd::OwnedFd::from(
+            stdin_theirs,
+        )))
+        .stdout(std::process::Stdio::from(std::os::fd::OwnedFd::from(
+            stdout_theirs,
+        )))
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start the bridge");
+    let pid = bridge.id().expect("the bridge's pid");
+    let as_tokio = |s: std::os::unix::net::UnixStream| {
+        s.set_nonblocking(true).unwrap();
+        tokio::net::UnixStream::from_std(s).unwrap()
+    };
+    let (to_bridge, from_bridge) = (as_tokio(stdin_ours), as_tokio(stdout_ours));
+    let client = timeout(IO_TIMEOUT, ().serve((from_bridge, to_bridge)))
+        .await
+        .expect("MCP initialize timed out")
+        .expect("MCP initialize failed");
+    signal(pid, "-STOP");
+    let answered = call_bounded(&client, "lsp_servers", json!({})).await;
+    signal(pid, "-CONT");
+    let answered = answered.expect("no answer while the bridge was stopped: it still copies");
+    success("lsp_servers", &answered);
+
+    // The agent closes the bridge's stdin: the proxy ends the connection
+    // and the bridge exits.
+    client.cancel().await.expect("close the MCP client");
+    let status = timeout(FREEZE_BOUND, bridge.wait())
+        .await
+        .expect("the bridge outlived its MCP connection")
+        .expect("wait for the bridge");
+    assert!(status.success(), "{status}");
+    proxy.registry.shutdown().await;
+    proxy.relay.abort();
+}

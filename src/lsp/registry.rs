@@ -419,8 +419,14 @@ impl Registry {
     }
 }
 
-impl LspHost for Registry {
-    async fn servers(&self, session: &Session) -> Vec<ServerEntry> {
+impl Registry {
+    /// [`LspHost::servers`] without `memoryBytes` and `degradedRoots`.
+    pub async fn servers_brief(&self, session: &Session) -> Vec<ServerEntry> {
+        self.entries(session, false).await
+    }
+
+    /// The session's entries; `full`: with `memoryBytes` and `degradedRoots`.
+    async fn entries(&self, session: &Session, full: bool) -> Vec<ServerEntry> {
         let Some(attached) = self.session_servers(session.id()).await else {
             return Vec::new();
         };
@@ -438,13 +444,21 @@ impl LspHost for Registry {
         let mut entries: Vec<ServerEntry> = servers
             .iter()
             .map(|s| {
-                let mut entry = s.entry();
-                entry.meta.acp_lsp.degraded_roots = self.degraded_roots_over(&s.spec().root);
+                let mut entry = s.entry_with(full);
+                if full {
+                    entry.meta.acp_lsp.degraded_roots = self.degraded_roots_over(&s.spec().root);
+                }
                 entry
             })
             .collect();
         entries.sort_by(|a, b| (&a.name, &a.workspace_path).cmp(&(&b.name, &b.workspace_path)));
         entries
+    }
+}
+
+impl LspHost for Registry {
+    async fn servers(&self, session: &Session) -> Vec<ServerEntry> {
+        self.entries(session, true).await
     }
 
     async fn route(&self, session: &Session, server_id: &str) -> Result<Route, GateError> {

@@ -1,16 +1,34 @@
 //! `acp-lsp mcp --connect SOCKET`: the process an agent launches for the
-//! injected stdio MCP server. A byte bridge: it sends the token (from
-//! [`TOKEN_ENV`]) as the first line, then copies stdin to the socket and the
-//! socket to stdout. Its stdout carries MCP only; it logs to stderr.
+//! injected stdio MCP server. It sends the token (from [`TOKEN_ENV`]) as the
+//! first line. When its stdin and stdout are pipes or sockets (as agents
+//! start MCP servers), the token line carries them (`SCM_RIGHTS`) and the
+//! proxy reads and writes the agent's pipes itself: no copy through this
+//! process, which then only waits for the proxy to end the connection.
+//! Otherwise (or if the proxy answers that it copies) it is a byte bridge:
+//! stdin to the socket, the socket to stdout. Its stdout carries MCP only;
+//! it logs to stderr.
 
 use super::inject::TOKEN_ENV;
+use super::tokens::TOKEN_BUSY_WAIT;
+use crate::sys::FdKind;
 use std::io::{Read, Write};
 use std::net::Shutdown;
+use std::os::fd::AsFd;
 use std::path::Path;
 use tokio::net::UnixStream;
 
 /// Bytes read at once in each direction (tokio::io::copy's size).
 const PUMP_BUFFER: usize = 8 * 1024;
+/// How long the proxy may take to say whether it took our stdin and stdout:
+/// it answers once the token is admitted, which may wait for the token's
+/// previous connection to end ([`TOKEN_BUSY_WAIT`]).
+const HANDOVER_REPLY_TIMEOUT: std::time::Duration =
+    std::time::Duration::from_secs(TOKEN_BUSY_WAIT.as_secs() + 10);
+/// The proxy's one-byte answer to a token line carrying stdin and stdout:
+/// it serves them itself.
+pub(crate) const TAKEN: u8 = b'T';
+/// The same answer when it will not: the bridge copies, as without them.
+pub(crate) const COPY: u8 = b'C';
 
 #[derive(Debug, thiserror::Error)]
 pub enum BridgeError {
@@ -42,9 +60,47 @@ pub async fn run(socket: &Path) -> Result<(), BridgeError> {
         })?
         .into_std()?;
     stream.set_nonblocking(false)?;
+    let line = format!("{token}\n");
+    let (stdin, stdout) = (std::io::stdin(), std::io::stdout());
+    let servable = |fd: std::os::fd::BorrowedFd<'_>| {
+        matches!(crate::sys::fd_kind(fd), Ok(FdKind::Pipe | FdKind::Socket))
+    };
+    if servable(stdin.as_fd()) && servable(stdout.as_fd()) {
+        let sent = crate::sys::send_with_fds(
+            stream.as_fd(),
+            line.as_bytes(),
+            &[stdin.as_fd(), stdout.as_fd()],
+        )?;
+        (&stream).write_all(&line.as_bytes()[sent..])?;
+        stream.set_read_timeout(Some(HANDOVER_REPLY_TIMEOUT))?;
+        let mut reply = [0u8; 1];
+        // A read with a timeout is not restarted after the process is
+        // stopped and continued (SIGSTOP, SIGCONT): EINTR, read again.
+        let n = loop {
+            match (&stream).read(&mut reply) {
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                read => break read?,
+            }
+        };
+        if n == 0 {
+            // Refused (a wrong or revoked token): the proxy closed the connection.
+            return Ok(());
+        }
+        if reply[0] == TAKEN {
+            // The proxy serves our stdin and stdout now; it closes the
+            // connection when the agent is done (or the proxy ends).
+            stream.set_read_timeout(None)?;
+            // read_to_end reads again after EINTR.
+            let mut rest = Vec::new();
+            let _ = (&stream).read_to_end(&mut rest);
+            return Ok(());
+        }
+    } else {
+        (&stream).write_all(line.as_bytes())?;
+    }
+    stream.set_read_timeout(None)?;
     let mut to_proxy = stream.try_clone()?;
     let mut from_proxy = stream;
-    to_proxy.write_all(format!("{token}\n").as_bytes())?;
     let (done, mut ended) = tokio::sync::mpsc::channel::<std::io::Result<()>>(2);
     let upstream_done = done.clone();
     std::thread::Builder::new()

@@ -1,6 +1,9 @@
 //! The proxy's private Unix socket: the `acp-lsp mcp` bridge an agent
-//! launches connects here, presents its token on the first line, and the
-//! rest of the stream is served as one MCP connection ([`LspTools`]).
+//! launches connects here and presents its token on the first line. When
+//! the line carries the bridge's stdin and stdout (pipes or sockets the
+//! agent holds the other ends of), those are served as one MCP connection
+//! ([`LspTools`]) and the stream only tells that the bridge is alive;
+//! otherwise the rest of the stream is the MCP connection.
 //!
 //! The socket lives in a fresh directory of mode 0700 under the temporary
 //! directory, so only the proxy's user can reach it; the token decides which
@@ -10,18 +13,22 @@
 //! its pid, and the next bind removes the directories of dead proxies that
 //! belong to this user ([`remove_stale_dirs`]).
 
+use super::bridge::{COPY, TAKEN};
 use super::editor::EditorFs;
 use super::tokens::TokenTable;
 use super::tools::LspTools;
 use crate::gate::Gate;
 use crate::host::ProxyHost;
+use crate::sys::FdKind;
 use rmcp::ServiceExt;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
-use tokio::net::UnixListener;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, Interest};
+use tokio::net::unix::pipe;
+use tokio::net::{UnixListener, UnixStream};
 
 /// How long a new connection may take to send its token line.
 pub const TOKEN_READ_TIMEOUT: Duration = Duration::from_secs(5);
@@ -150,42 +157,183 @@ async fn accept_loop(
         let gate = Arc::clone(&gate);
         let tokens = Arc::clone(&tokens);
         let editor = editor.clone();
-        tokio::spawn(async move {
-            let (read, write) = stream.into_split();
-            let mut reader = BufReader::new(read);
-            let mut line = String::new();
-            let mut limited = (&mut reader).take(MAX_TOKEN_LINE);
-            let read_token = limited.read_line(&mut line);
-            match tokio::time::timeout(TOKEN_READ_TIMEOUT, read_token).await {
-                Ok(Ok(n)) if n > 0 && line.ends_with('\n') => {}
-                _ => {
-                    tracing::warn!("MCP connection closed: no token line");
-                    return;
-                }
+        tokio::spawn(serve_connection(stream, gate, tokens, editor, ready_wait));
+    }
+}
+
+/// The agent's own MCP pipes, handed over with the token line by a bridge
+/// whose stdin and stdout are pipes or sockets.
+struct AgentPipes {
+    input: Box<dyn AsyncRead + Send + Unpin>,
+    output: Box<dyn AsyncWrite + Send + Unpin>,
+}
+
+/// One accepted connection: the token line, then MCP on the agent's pipes
+/// when the bridge handed them over, else on this stream.
+async fn serve_connection(
+    stream: UnixStream,
+    gate: Arc<Gate<ProxyHost>>,
+    tokens: Arc<TokenTable>,
+    editor: Option<Arc<EditorFs>>,
+    ready_wait: Duration,
+) {
+    let (line, rest, fds) =
+        match tokio::time::timeout(TOKEN_READ_TIMEOUT, read_token_line(&stream)).await {
+            Ok(Ok(Some(read))) => read,
+            _ => {
+                tracing::warn!("MCP connection closed: no token line");
+                return;
             }
-            let lease = match tokens.admit(line.trim()).await {
-                Ok(lease) => lease,
+        };
+    let lease = match tokens.admit(line.trim()).await {
+        Ok(lease) => lease,
+        Err(e) => {
+            tracing::warn!(error = %e, "MCP connection refused");
+            return;
+        }
+    };
+    // Bound already unless the agent connects before answering session/new.
+    let session = lease.session(std::time::Duration::ZERO).await;
+    tracing::info!(
+        transport = "stdio",
+        session = session.as_deref().unwrap_or("(pending)"),
+        "MCP connection admitted"
+    );
+    let tools = LspTools::new(gate, lease, editor, ready_wait);
+    let handed = !fds.is_empty();
+    let pipes = if handed { agent_pipes(fds) } else { None };
+    if handed {
+        // The bridge waits for this byte to know whether to copy.
+        let reply = if pipes.is_some() { TAKEN } else { COPY };
+        if let Err(e) = (&stream).write_all_now(reply).await {
+            tracing::warn!(error = %e, "MCP connection lost before it started");
+            return;
+        }
+    }
+    match pipes {
+        Some(AgentPipes { input, output }) => {
+            // The bridge's connection stays open while the agent talks to us
+            // on its pipes: the bridge ending (killed by the agent) ends the
+            // MCP connection, and this stream dropped lets the bridge exit.
+            tracing::debug!("serving MCP on the agent's pipes the bridge handed over");
+            let served = tokio::select! {
+                served = tools.serve((input, output)) => served,
+                // Gone before the MCP handshake ended: nothing to serve.
+                _ = bridge_gone(&stream) => return,
+            };
+            let running = match served {
+                Ok(running) => running,
                 Err(e) => {
-                    tracing::warn!(error = %e, "MCP connection refused");
+                    tracing::warn!(error = %e, "MCP connection failed to initialize");
                     return;
                 }
             };
-            // Bound already unless the agent connects before answering session/new.
-            let session = lease.session(std::time::Duration::ZERO).await;
-            tracing::info!(
-                transport = "stdio",
-                session = session.as_deref().unwrap_or("(pending)"),
-                "MCP connection admitted"
-            );
-            let tools = LspTools::new(gate, lease, editor, ready_wait);
-            // The buffered reader goes on: bytes after the token line are MCP.
+            let cancel = running.cancellation_token();
+            tokio::select! {
+                _ = running.waiting() => {}
+                _ = bridge_gone(&stream) => cancel.cancel(),
+            }
+        }
+        None => {
+            let (read, write) = stream.into_split();
+            // Bytes after the token line are MCP.
+            let reader = std::io::Cursor::new(rest).chain(read);
             match tools.serve((reader, write)).await {
                 Ok(running) => {
                     let _ = running.waiting().await;
                 }
                 Err(e) => tracing::warn!(error = %e, "MCP connection failed to initialize"),
             }
+        }
+    }
+}
+
+/// Reads the token line, with the descriptors sent along with it. Returns
+/// the line, the bytes read past it, and the descriptors; `None` on end of
+/// input or a line longer than [`MAX_TOKEN_LINE`].
+async fn read_token_line(
+    stream: &UnixStream,
+) -> std::io::Result<Option<(String, Vec<u8>, Vec<OwnedFd>)>> {
+    let mut buffer = vec![0u8; MAX_TOKEN_LINE as usize];
+    let mut filled = 0;
+    let mut fds = Vec::new();
+    loop {
+        stream.readable().await?;
+        let received = stream.try_io(Interest::READABLE, || {
+            crate::sys::recv_with_fds(stream.as_fd(), &mut buffer[filled..])
         });
+        let (n, more) = match received {
+            Ok(read) => read,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+            Err(e) => return Err(e),
+        };
+        fds.extend(more);
+        if n == 0 {
+            return Ok(None);
+        }
+        filled += n;
+        if let Some(end) = buffer[..filled].iter().position(|b| *b == b'\n') {
+            let line = String::from_utf8_lossy(&buffer[..end]).into_owned();
+            return Ok(Some((line, buffer[end + 1..filled].to_vec(), fds)));
+        }
+        if filled == buffer.len() {
+            return Ok(None);
+        }
+    }
+}
+
+/// The agent's stdin and stdout as the bridge handed them over, if both
+/// are pipes or sockets tokio can wait on; `None`: serve the stream instead.
+fn agent_pipes(fds: Vec<OwnedFd>) -> Option<AgentPipes> {
+    let [input, output]: [OwnedFd; 2] = fds.try_into().ok()?;
+    let input: Box<dyn AsyncRead + Send + Unpin> = match crate::sys::fd_kind(input.as_fd()).ok()? {
+        FdKind::Pipe => Box::new(pipe::Receiver::from_owned_fd(input).ok()?),
+        FdKind::Socket => Box::new(socket_of(input)?),
+        FdKind::Other => return None,
+    };
+    let output: Box<dyn AsyncWrite + Send + Unpin> =
+        match crate::sys::fd_kind(output.as_fd()).ok()? {
+            FdKind::Pipe => Box::new(pipe::Sender::from_owned_fd(output).ok()?),
+            FdKind::Socket => Box::new(socket_of(output)?),
+            FdKind::Other => return None,
+        };
+    Some(AgentPipes { input, output })
+}
+
+fn socket_of(fd: OwnedFd) -> Option<UnixStream> {
+    let socket = std::os::unix::net::UnixStream::from(fd);
+    socket.set_nonblocking(true).ok()?;
+    UnixStream::from_std(socket).ok()
+}
+
+/// Resolves when the bridge closes its connection (it ended, or was killed).
+async fn bridge_gone(stream: &UnixStream) {
+    let mut byte = [0u8; 1];
+    loop {
+        let _ = stream.readable().await;
+        match stream.try_read(&mut byte) {
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+            // End of input, an error, or a byte it should not have sent.
+            _ => return,
+        }
+    }
+}
+
+/// Writes one byte on a shared stream reference.
+trait WriteNow {
+    async fn write_all_now(self, byte: u8) -> std::io::Result<()>;
+}
+
+impl WriteNow for &UnixStream {
+    async fn write_all_now(self, byte: u8) -> std::io::Result<()> {
+        loop {
+            self.writable().await?;
+            match self.try_write(&[byte]) {
+                Ok(_) => return Ok(()),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                Err(e) => return Err(e),
+            }
+        }
     }
 }
 

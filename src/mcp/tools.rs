@@ -11,6 +11,7 @@
 
 mod input;
 mod render;
+mod texts;
 
 use self::input::*;
 pub use self::input::{
@@ -18,11 +19,12 @@ pub use self::input::{
     RenameArgs, WorkspaceSymbolsArgs,
 };
 use self::render::*;
+use self::texts::{Text, TextCache};
 use super::editor::EditorFs;
 use super::tokens::{Lease, SESSION_BIND_WAIT};
 use crate::edit::{
     apply_to_disk, apply_with_agent_fs, plan_on_disk, AgentApplyError, ApplyReport, Decisions,
-    LineIndex, PositionEncoding,
+    PositionEncoding,
 };
 use crate::gate::confine::ConfineError;
 use crate::gate::{Gate, GateError, GateMethod, ServerEntry, ServerState};
@@ -31,7 +33,7 @@ use crate::lsp::documents::MAX_DOCUMENT_BYTES;
 use crate::oneshot::{
     capabilities_of, FileLocation, OneShot, OneShotError, RenameEdit, RenameError,
 };
-use crate::read::{read_confined_blocking, ReadError};
+use crate::read::{read_confined, read_confined_blocking, ReadError};
 use rmcp::handler::server::{router::tool::ToolRouter, wrapper::Parameters};
 use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
 use rmcp::{schemars, tool, tool_handler, tool_router, ServerHandler};
@@ -62,6 +64,8 @@ pub(crate) struct LspTools {
     editor: Option<Arc<EditorFs>>,
     /// How long a tool waits for its server to be ready ([`READY_WAIT`]).
     ready_wait: Duration,
+    /// Texts of the files this connection's tools read, kept while unchanged.
+    texts: Arc<TextCache>,
     tool_router: ToolRouter<LspTools>,
 }
 
@@ -74,7 +78,8 @@ struct At {
     encoding: PositionEncoding,
     server_id: String,
     server: String,
-    capabilities: Value,
+    /// The server's `capabilities`, verbatim (parsed only by the tool that reads them).
+    capabilities: Box<serde_json::value::RawValue>,
     text_document: Value,
     position: Value,
 }
@@ -142,6 +147,7 @@ impl LspTools {
             lease: Arc::new(lease),
             editor,
             ready_wait,
+            texts: Arc::default(),
             tool_router: LspTools::tool_router(),
         }
     }
@@ -171,13 +177,13 @@ impl LspTools {
         let path = resolve(&tool, file)?;
         // Read before waiting for the server: a file that cannot be used
         // fails at once.
-        let text = read_text(&tool, &path, file).await?;
+        let text = read_text(&tool, &self.texts, &path, file).await?;
         let entry = ready_server(&tool, None, Some(&path)).await?;
         let encoding = encoding_of(&entry);
         let character = lsp_position(&text, &path, line, column, encoding)?;
         let uri = file_uri(&path)?;
         Ok(At {
-            capabilities: capabilities_of(&entry),
+            capabilities: entry.capabilities,
             server_id: entry.server_id.into(),
             server: entry.name,
             text_document: json!({ "uri": uri }),
@@ -204,7 +210,7 @@ impl LspTools {
             .await
             .map_err(describe)?;
         let result: Value = parse(result.get())?;
-        Ok(render_locations(&at.tool, at.encoding, &result, what).await)
+        Ok(render_locations(&at.tool, &self.texts, at.encoding, &result, what).await)
     }
 }
 
@@ -422,7 +428,7 @@ impl LspTools {
             .await
             .map_err(describe)?;
         let result: Value = parse(result.get())?;
-        Ok(render_locations(&at.tool, at.encoding, &result, "references").await)
+        Ok(render_locations(&at.tool, &self.texts, at.encoding, &result, "references").await)
     }
 
     async fn hover_inner(&self, args: PositionArgs) -> ToolResult<CallToolResult> {
@@ -460,7 +466,7 @@ impl LspTools {
             .await
             .map_err(describe)?;
         let result: Value = parse(result.get())?;
-        let mut files = Files::new(&tool, encoding_of(&entry));
+        let mut files = Files::new(&tool, &self.texts, encoding_of(&entry));
         files.load(&result, std::slice::from_ref(&uri)).await;
         let mut symbols = Vec::new();
         for item in result.as_array().into_iter().flatten() {
@@ -509,7 +515,7 @@ impl LspTools {
             {
                 Ok(result) => {
                     let result: Value = parse(result.get())?;
-                    let mut files = Files::new(&tool, encoding_of(&entry));
+                    let mut files = Files::new(&tool, &self.texts, encoding_of(&entry));
                     files.load(&result, &[]).await;
                     for item in result.as_array().into_iter().flatten() {
                         collect_symbols(&mut files, item, None, 0, &mut symbols);
@@ -572,7 +578,7 @@ impl LspTools {
                 .and_then(|id| encodings.get(id).copied())
                 .unwrap_or(PositionEncoding::Utf16);
             if published["fresh"] == false {
-                stale.push(Files::new(&tool, encoding).display_uri(&uri));
+                stale.push(Files::new(&tool, &self.texts, encoding).display_uri(&uri));
             }
             let list = published["diagnostics"]
                 .as_array()
@@ -583,7 +589,7 @@ impl LspTools {
         let mut lines = Vec::new();
         let mut items = Vec::new();
         for (uri, encoding, list) in &found {
-            let mut files = Files::new(&tool, *encoding);
+            let mut files = Files::new(&tool, &self.texts, *encoding);
             files.load(&Value::Null, std::slice::from_ref(uri)).await;
             for d in list {
                 let start = files.point(uri, &d["range"]["start"]);
@@ -682,6 +688,7 @@ impl LspTools {
         };
         Ok(render_report(
             &tool,
+            &self.texts,
             &report,
             &server,
             &args.new_name,
@@ -695,7 +702,7 @@ impl LspTools {
             (None, None) => at.position.clone(),
             (end_line, end_column) => {
                 let path = resolve(&at.tool, &args.file)?;
-                let text = read_text(&at.tool, &path, &args.file).await?;
+                let text = read_text(&at.tool, &self.texts, &path, &args.file).await?;
                 let end_line = end_line.unwrap_or(args.line);
                 let end_column = end_column.unwrap_or(args.column);
                 let entry = at
@@ -708,7 +715,9 @@ impl LspTools {
                 json!({ "line": end_line - 1, "character": character })
             }
         };
-        if at.capabilities["codeActionProvider"].is_null() {
+        let capabilities: Value =
+            serde_json::from_str(at.capabilities.get()).unwrap_or(Value::Null);
+        if capabilities["codeActionProvider"].is_null() {
             return Err(format!("{} offers no code actions", at.server));
         }
         let result = at

@@ -252,6 +252,42 @@ impl OneShot {
         file: Option<&Path>,
     ) -> Result<ServerEntry, OneShotError> {
         let servers = self.servers().await?;
+        self.pick_from(servers, name, file)
+    }
+
+    /// [`OneShot::pick_server`] over [`OneShot::servers_brief`]: for callers
+    /// that use the entry to address a request (the MCP tools, per call).
+    pub async fn pick_server_brief(
+        &self,
+        name: Option<&str>,
+        file: Option<&Path>,
+    ) -> Result<ServerEntry, OneShotError> {
+        let servers = self.servers_brief().await?;
+        self.pick_from(servers, name, file)
+    }
+
+    /// The `lsp/servers` entries without what only a listing shows
+    /// (`memoryBytes`, `degradedRoots`): no `/proc` read per server.
+    pub async fn servers_brief(&self) -> Result<Vec<ServerEntry>, OneShotError> {
+        let session =
+            self.gate
+                .sessions()
+                .get(&self.session)
+                .ok_or_else(|| OneShotError::Gate {
+                    error: GateError::UnknownSession(self.session.clone()),
+                    method: None,
+                    server: None,
+                })?;
+        Ok(self.gate.host().servers_brief(&session).await)
+    }
+
+    /// The server [`OneShot::pick_server`] picks among `servers`.
+    fn pick_from(
+        &self,
+        servers: Vec<ServerEntry>,
+        name: Option<&str>,
+        file: Option<&Path>,
+    ) -> Result<ServerEntry, OneShotError> {
         if let Some(name) = name.filter(|n| !servers.iter().any(|s| s.name == *n)) {
             let mut known: Vec<String> = servers.iter().map(|s| s.name.clone()).collect();
             known.dedup();

@@ -343,6 +343,11 @@ impl Server {
 
     /// The `lsp/servers` entry.
     pub fn entry(&self) -> ServerEntry {
+        self.entry_with(true)
+    }
+
+    /// [`Server::entry`]; without `memory`, no `memoryBytes` (no `/proc` read).
+    pub fn entry_with(&self, memory: bool) -> ServerEntry {
         let status = self.status();
         let live = self.live();
         let config = &self.spec.config;
@@ -387,6 +392,7 @@ impl Server {
                         .connection
                         .as_ref()
                         .and(live.pid)
+                        .filter(|_| memory)
                         .and_then(super::process::resident_memory_of),
                     degraded_roots: Vec::new(),
                     dropped: self.dropped_with(&live).any(),

@@ -114,13 +114,40 @@ pub(super) fn outside_roots(file: &str) -> String {
     )
 }
 
-/// A resolved file's text: confined again at the moment of the read, a
-/// regular file under the document size limit, read off the runtime threads.
-pub(super) async fn read_text(tool: &OneShot, path: &Path, file: &str) -> ToolResult<String> {
-    tool.read_text(path).await.map_err(|e| match e {
+/// A resolved file's text: kept from an earlier call while unchanged
+/// ([`TextCache`]), else confined again at the moment of the read, a regular
+/// file under the document size limit, read off the runtime threads.
+pub(super) async fn read_text(
+    tool: &OneShot,
+    cache: &TextCache,
+    path: &Path,
+    file: &str,
+) -> ToolResult<Arc<Text>> {
+    let failed = |e: ReadError| match e {
         ReadError::OutsideRoots => outside_roots(file),
         e => format!("cannot read {file}: {e} ({})", e.reason()),
-    })
+    };
+    let confinement = tool
+        .confinement()
+        .ok_or_else(|| failed(ReadError::OutsideRoots))?;
+    if let Some(text) = cache.get(path, &confinement) {
+        return Ok(text);
+    }
+    let read = read_confined(
+        path.to_path_buf(),
+        move |real| confinement.contains(real),
+        MAX_DOCUMENT_BYTES,
+    )
+    .await
+    .map_err(failed)?;
+    let text = Arc::new(Text::new(read.text));
+    cache.put(
+        path.to_path_buf(),
+        read.stamp,
+        Arc::clone(&text),
+        std::time::SystemTime::now(),
+    );
+    Ok(text)
 }
 
 /// Every URI a result names (`uri`, `targetUri` members at any depth).
@@ -157,7 +184,7 @@ pub(super) fn encoding_of(entry: &ServerEntry) -> PositionEncoding {
 
 /// The LSP `character` of a 1-based line and column (in characters).
 pub(super) fn lsp_position(
-    text: &str,
+    text: &Text,
     path: &Path,
     line: u32,
     column: u32,
@@ -166,7 +193,7 @@ pub(super) fn lsp_position(
     if line == 0 || column == 0 {
         return Err("line and column are 1-based".into());
     }
-    let index = LineIndex::new(text);
+    let index = &text.index;
     if line as usize > index.line_count() {
         return Err(format!(
             "{} has {} lines; line {line} does not exist",
@@ -175,7 +202,12 @@ pub(super) fn lsp_position(
         ));
     }
     index
-        .character_of_column(text, u64::from(line - 1), column as usize - 1, encoding)
+        .character_of_column(
+            &text.text,
+            u64::from(line - 1),
+            column as usize - 1,
+            encoding,
+        )
         .map_err(|e| e.to_string())
 }
 
@@ -185,13 +217,18 @@ pub(super) async fn ready_server(
     name: Option<&str>,
     file: Option<&Path>,
 ) -> ToolResult<ServerEntry> {
-    let entry = tool.pick_server(name, file).await.map_err(describe)?;
+    let entry = tool.pick_server_brief(name, file).await.map_err(describe)?;
     wait_ready(tool, entry).await
 }
 
 /// Waits up to the tool's ready wait ([`READY_WAIT`]) for `entry`'s server
 /// to be ready; a server still loading after that is reported as still indexing.
 pub(super) async fn wait_ready(tool: &OneShot, entry: ServerEntry) -> ToolResult<ServerEntry> {
+    // Ready already (the common case): started, with its capabilities; no
+    // second listing.
+    if entry.status() == ServerState::Ready {
+        return Ok(entry);
+    }
     let entry = tool.started(entry).await.map_err(describe)?;
     let name = &entry.name;
     match entry.status() {

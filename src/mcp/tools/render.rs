@@ -1,5 +1,6 @@
 //! How the MCP tools show what servers answer: LSP positions back to
-//! 1-based `file:line:col` with the line's text (files read once, confined),
+//! 1-based `file:line:col` with the line's text (files read once, confined,
+//! kept while unchanged: [`super::texts`]),
 //! locations, symbols, hover text and reports as compact lines, at most
 //! [`MAX_LISTED`] of them.
 
@@ -22,28 +23,43 @@ impl Point {
 }
 
 /// Files read to turn LSP positions back into 1-based columns, each once,
-/// confined to the session, off the runtime threads ([`Files::load`]).
+/// confined to the session: kept from earlier calls while unchanged
+/// ([`TextCache`]), else read off the runtime threads ([`Files::load`]).
 pub(super) struct Files<'a> {
     tool: &'a OneShot,
-    texts: HashMap<PathBuf, Option<(String, LineIndex)>>,
+    cache: &'a TextCache,
+    texts: HashMap<PathBuf, Option<Arc<Text>>>,
     encoding: PositionEncoding,
-    /// Bytes read so far.
+    /// The session's roots, canonical: where displayed paths start.
+    roots: Vec<PathBuf>,
+    /// Bytes loaded so far.
     loaded: u64,
 }
 
 impl<'a> Files<'a> {
     /// `encoding`: the position encoding of the server whose results are read.
-    pub(super) fn new(tool: &'a OneShot, encoding: PositionEncoding) -> Files<'a> {
+    pub(super) fn new(
+        tool: &'a OneShot,
+        cache: &'a TextCache,
+        encoding: PositionEncoding,
+    ) -> Files<'a> {
+        let roots = tool
+            .roots()
+            .iter()
+            .map(|root| root.canonicalize().unwrap_or_else(|_| root.clone()))
+            .collect();
         Files {
             tool,
+            cache,
             texts: HashMap::new(),
             encoding,
+            roots,
             loaded: 0,
         }
     }
 
-    /// Reads the files `value` names (see [`collect_uris`]) and `more`,
-    /// those not read yet: regular files inside the session, at most
+    /// Loads the files `value` names (see [`collect_uris`]) and `more`,
+    /// those not loaded yet: regular files inside the session, at most
     /// [`MAX_DOCUMENT_BYTES`] each and [`MAX_LOADED_BYTES`] in all; the
     /// others are shown without their line's text.
     pub(super) async fn load(&mut self, value: &Value, more: &[String]) {
@@ -63,35 +79,55 @@ impl<'a> Files<'a> {
         let Some(confinement) = self.tool.confinement() else {
             return;
         };
+        // Files read by an earlier call and unchanged since: no trip through
+        // the blocking pool.
+        let mut missing = Vec::new();
+        for path in paths {
+            match self.cache.get(&path, &confinement) {
+                Some(text) => {
+                    let size = text.text.len() as u64;
+                    let fits = self.loaded + size <= MAX_LOADED_BYTES;
+                    if fits {
+                        self.loaded += size;
+                    }
+                    self.texts.insert(path, fits.then_some(text));
+                }
+                None => missing.push(path),
+            }
+        }
+        if missing.is_empty() {
+            return;
+        }
         let mut budget = MAX_LOADED_BYTES.saturating_sub(self.loaded);
         let read = tokio::task::spawn_blocking(move || {
             let allowed = |real: &Path| confinement.contains(real);
-            let mut read = Vec::with_capacity(paths.len());
-            for path in paths {
-                let text = read_confined_blocking(&path, &allowed, MAX_DOCUMENT_BYTES.min(budget))
-                    .ok()
-                    .map(|r| r.text);
-                budget -= text.as_ref().map_or(0, |t| t.len() as u64);
+            let mut read = Vec::with_capacity(missing.len());
+            for path in missing {
+                let text =
+                    read_confined_blocking(&path, &allowed, MAX_DOCUMENT_BYTES.min(budget)).ok();
+                budget -= text.as_ref().map_or(0, |t| t.text.len() as u64);
                 read.push((path, text));
             }
             read
         })
         .await
         .unwrap_or_default();
-        for (path, text) in read {
-            self.loaded += text.as_ref().map_or(0, |t| t.len() as u64);
-            let entry = text.map(|text| {
-                let index = LineIndex::new(&text);
-                (text, index)
+        let read_at = std::time::SystemTime::now();
+        for (path, read) in read {
+            let entry = read.map(|read| {
+                self.loaded += read.text.len() as u64;
+                let text = Arc::new(Text::new(read.text));
+                self.cache
+                    .put(path.clone(), read.stamp, Arc::clone(&text), read_at);
+                text
             });
             self.texts.insert(path, entry);
         }
     }
 
     pub(super) fn display_path(&self, path: &Path) -> String {
-        for root in self.tool.roots() {
-            let root = root.canonicalize().unwrap_or_else(|_| root.clone());
-            if let Ok(rel) = path.strip_prefix(&root) {
+        for root in &self.roots {
+            if let Ok(rel) = path.strip_prefix(root) {
                 return rel.display().to_string();
             }
         }
@@ -124,7 +160,8 @@ impl<'a> Files<'a> {
             };
         };
         let (column, text) = match self.texts.get(&path).and_then(Option::as_ref) {
-            Some((text, index)) => {
+            Some(loaded) => {
+                let (text, index) = (&loaded.text, &loaded.index);
                 let start = index
                     .offset(text, line, 0, PositionEncoding::Utf8)
                     .unwrap_or(0);
@@ -152,6 +189,7 @@ impl<'a> Files<'a> {
 /// Location | Location[] | LocationLink[] | null as `file:line:col: text` lines.
 pub(super) async fn render_locations(
     tool: &OneShot,
+    cache: &TextCache,
     encoding: PositionEncoding,
     result: &Value,
     what: &str,
@@ -161,7 +199,7 @@ pub(super) async fn render_locations(
         Value::Null => Vec::new(),
         single => vec![single],
     };
-    let mut files = Files::new(tool, encoding);
+    let mut files = Files::new(tool, cache, encoding);
     files.load(result, &[]).await;
     let mut lines = Vec::new();
     let mut structured = Vec::new();
@@ -267,12 +305,13 @@ pub(super) fn render_symbols(symbols: &[Symbol], empty: &str) -> CallToolResult 
 
 pub(super) fn render_report(
     tool: &OneShot,
+    cache: &TextCache,
     report: &ApplyReport,
     server: &str,
     new_name: &str,
     through: &str,
 ) -> CallToolResult {
-    let files = Files::new(tool, PositionEncoding::Utf16);
+    let files = Files::new(tool, cache, PositionEncoding::Utf16);
     let show = |paths: &[PathBuf]| -> Vec<String> {
         paths.iter().map(|p| files.display_path(p)).collect()
     };

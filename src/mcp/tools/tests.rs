@@ -71,7 +71,7 @@ fn hover_contents_of_every_shape() {
 
 #[test]
 fn positions_are_one_based_characters() {
-    let text = "fn a() {}\nlet é = b;\n";
+    let text = &Text::new("fn a() {}\nlet é = b;\n".to_string());
     let path = Path::new("/x.rs");
     assert_eq!(
         lsp_position(text, path, 2, 9, PositionEncoding::Utf16).unwrap(),
