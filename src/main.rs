@@ -559,8 +559,8 @@ async fn proxy(
     let sessions = Arc::clone(&gate);
     let relay = relay::run(
         gate,
-        tokio::io::stdin(),
-        tokio::io::stdout(),
+        acp_lsp::acp::stdio::editor_input(),
+        acp_lsp::acp::stdio::editor_output(),
         agent_in,
         agent_out,
         RelayOptions {
