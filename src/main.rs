@@ -561,7 +561,7 @@ async fn proxy(
         gate,
         acp_lsp::acp::stdio::editor_input(),
         acp_lsp::acp::stdio::editor_output(),
-        agent_in,
+        acp_lsp::acp::writer::Output::shared(Arc::new(agent_in)),
         agent_out,
         RelayOptions {
             lsp_mode,

@@ -10,15 +10,15 @@
 //! editor (or a shell) may share with us keeps its flags. Anything else (a
 //! terminal, a file, a socket, no `/proc`) keeps tokio's standard streams.
 
+use super::writer::Output;
 use std::os::fd::RawFd;
 use std::path::PathBuf;
+use std::sync::Arc;
 use tokio::net::unix::pipe;
 use tokio_util::either::Either;
 
 /// What the relay reads the editor from.
 pub type EditorInput = Either<pipe::Receiver, tokio::io::Stdin>;
-/// What the relay writes the editor to.
-pub type EditorOutput = Either<pipe::Sender, tokio::io::Stdout>;
 
 /// Standard input, on the reactor when it is a pipe. Call inside a runtime.
 pub fn editor_input() -> EditorInput {
@@ -28,11 +28,13 @@ pub fn editor_input() -> EditorInput {
     }
 }
 
-/// Standard output, on the reactor when it is a pipe. Call inside a runtime.
-pub fn editor_output() -> EditorOutput {
+/// Standard output: a pipe on the reactor, written directly by the task
+/// that has a line for the editor when nothing is queued before it
+/// ([`super::writer`]). Call inside a runtime.
+pub fn editor_output() -> Output {
     match pipe_sender(1) {
-        Some(pipe) => Either::Left(pipe),
-        None => Either::Right(tokio::io::stdout()),
+        Some(pipe) => Output::shared(Arc::new(pipe)),
+        None => Output::new(tokio::io::stdout()),
     }
 }
 
