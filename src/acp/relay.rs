@@ -397,6 +397,13 @@ impl<H: LspHost> Relay<H> {
     /// [`Relay::on_line`] in its place, so the order is kept. Returns false
     /// when the output is gone.
     async fn on_lines(self: &Arc<Self>, side: Side, bytes: Bytes) -> bool {
+        // The common case first: one pass over the whole read. The scan
+        // only ever says "not ours" of a span whose every line it would
+        // pass alone (a line's checks see the same bytes; an escape cannot
+        // pair across a newline), so the read leaves as it came.
+        if self.options.recorder.is_none() && shallow::plainly_not_ours(&bytes) {
+            return self.sink(side).send(Outgoing::Lines(bytes)).await.is_ok();
+        }
         let mut run_start = 0;
         let mut start = 0;
         for end in memchr::memchr_iter(b'\n', &bytes) {
