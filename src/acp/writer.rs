@@ -207,18 +207,21 @@ impl Direct {
         if written < total {
             // The rest must leave before anything else: the queue is empty
             // (nothing is held), so it goes in first, without waiting.
-            let rest = if written < bytes.len() {
-                let mut rest = bytes.slice(written..).to_vec();
-                rest.extend_from_slice(newline);
-                Bytes::from(rest)
-            } else {
-                Bytes::copy_from_slice(&newline[written - bytes.len()..])
-            };
-            *held += 1;
-            if tx.try_send(Outgoing::Rest(rest)).is_err() {
-                // Only a writer that ended refuses now (nothing is queued, so
-                // there is room): the output is gone either way.
-                tracing::debug!("output closed with a line half-written");
+            // Slices, not copies: the rest of the line, then its newline.
+            let mut rests = [None, None];
+            if written < bytes.len() {
+                rests[0] = Some(bytes.slice(written..));
+            }
+            if !newline.is_empty() {
+                rests[1] = Some(Bytes::from_static(b"\n"));
+            }
+            for rest in rests.into_iter().flatten() {
+                *held += 1;
+                if tx.try_send(Outgoing::Rest(rest)).is_err() {
+                    // Only a writer that ended refuses now (nothing is
+                    // queued, so there is room): the output is gone anyway.
+                    tracing::debug!("output closed with a line half-written");
+                }
             }
         }
         Ok(())
