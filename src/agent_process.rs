@@ -19,18 +19,19 @@
 //! the leader and the orphan guardian of [`crate::lsp::process`] `SIGKILL`s
 //! the group.
 
+use crate::acp::writer::SharedWrite;
 use crate::lsp::process::send_group_signal;
 use crate::sys::{self, Pid};
 use std::future::Future;
 use std::io;
-use std::pin::Pin;
+use std::io::IoSlice;
 use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use tokio::io::AsyncWrite;
-use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use tokio::net::unix::pipe;
+use tokio::process::{Child, ChildStdout, Command};
 use tokio::signal::unix::{signal, Signal, SignalKind};
 
 use crate::lsp::process::guardian;
@@ -75,43 +76,44 @@ impl Signals {
     }
 }
 
-/// The agent's stdin for the relay's writer; [`AgentProcess`] can close it
-/// under the writer's feet (writes then fail with `BrokenPipe`).
+/// The agent's stdin for the relay's writer, a non-blocking pipe the
+/// relay's tasks may write directly; [`AgentProcess`] can close it under
+/// their feet (writes then fail with `BrokenPipe`).
 pub struct AgentStdin {
-    pipe: Arc<Mutex<Option<ChildStdin>>>,
+    pipe: Arc<Mutex<Option<pipe::Sender>>>,
 }
 
 impl AgentStdin {
-    fn poll_with<T>(
-        &self,
-        f: impl FnOnce(Pin<&mut ChildStdin>) -> Poll<io::Result<T>>,
-    ) -> Poll<io::Result<T>> {
-        let mut pipe = self.pipe.lock().unwrap_or_else(PoisonError::into_inner);
-        match pipe.as_mut() {
-            Some(stdin) => f(Pin::new(stdin)),
-            None => Poll::Ready(Err(io::ErrorKind::BrokenPipe.into())),
+    fn with<T>(&self, f: impl FnOnce(&pipe::Sender) -> io::Result<T>) -> io::Result<T> {
+        let pipe = self.pipe.lock().unwrap_or_else(PoisonError::into_inner);
+        match pipe.as_ref() {
+            Some(stdin) => f(stdin),
+            None => Err(io::ErrorKind::BrokenPipe.into()),
         }
     }
 }
 
-impl AsyncWrite for AgentStdin {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        self.poll_with(|stdin| stdin.poll_write(cx, buf))
+impl SharedWrite for AgentStdin {
+    fn poll_write_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let pipe = self.pipe.lock().unwrap_or_else(PoisonError::into_inner);
+        match pipe.as_ref() {
+            Some(stdin) => stdin.poll_write_ready(cx),
+            None => Poll::Ready(Err(io::ErrorKind::BrokenPipe.into())),
+        }
     }
 
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.poll_with(|stdin| stdin.poll_flush(cx))
+    fn try_write_vectored(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        self.with(|stdin| stdin.try_write_vectored(bufs))
     }
 
-    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let mut pipe = self.pipe.lock().unwrap_or_else(PoisonError::into_inner);
+    fn close(&self) {
         // Closing is dropping the pipe; a second close is not an error.
-        drop(pipe.take());
-        Poll::Ready(Ok(()))
+        drop(
+            self.pipe
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take(),
+        );
     }
 }
 
@@ -122,7 +124,7 @@ pub struct AgentProcess {
     pgid: Pid,
     /// Set once the leader has been reaped (its group id is then no longer ours).
     status: Option<ExitStatus>,
-    stdin: Arc<Mutex<Option<ChildStdin>>>,
+    stdin: Arc<Mutex<Option<pipe::Sender>>>,
 }
 
 impl AgentProcess {
@@ -148,6 +150,7 @@ impl AgentProcess {
             .expect("BUG: a child that was just spawned has a pid");
         let pgid = sys::pid(pid).expect("BUG: a pid fits in pid_t");
         let stdin = child.stdin.take().expect("BUG: agent stdin is piped");
+        let stdin = pipe::Sender::from_owned_fd(stdin.into_owned_fd()?)?;
         let stdout = child.stdout.take().expect("BUG: agent stdout is piped");
         guardian::watch(pgid);
         tracing::debug!(pid, program, "started the agent in its own process group");

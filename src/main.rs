@@ -74,6 +74,14 @@ fn init_logging(log: &LogArgs) -> anyhow::Result<()> {
 
 /// The config file: the one given (which must exist), else the user's.
 fn load_config(explicit: Option<&Path>) -> anyhow::Result<Config> {
+    let mut config = load_config_file(explicit)?;
+    discover_roots(&mut config);
+    Ok(config)
+}
+
+/// The config file alone, without the toolchain discovery (which runs
+/// `rustc`: the proxy runs it while its agent starts).
+fn load_config_file(explicit: Option<&Path>) -> anyhow::Result<Config> {
     if let Some(path) = explicit.filter(|p| !p.is_file()) {
         return Err(UsageError::new(format!(
             "--config {}: no such file (the default is $XDG_CONFIG_HOME/acp-lsp/config.toml)",
@@ -81,13 +89,15 @@ fn load_config(explicit: Option<&Path>) -> anyhow::Result<Config> {
         ))
         .into());
     }
-    let mut config = Config::load(explicit)?;
-    // Definitions in the toolchain's sources (std, registry crates,
-    // site-packages) can then be followed.
+    Ok(Config::load(explicit)?)
+}
+
+/// Definitions in the toolchain's sources (std, registry crates,
+/// site-packages) can then be followed.
+fn discover_roots(config: &mut Config) {
     if let Ok(cwd) = std::env::current_dir() {
-        acp_lsp::lsp::toolchain::add_discovered_roots(&mut config, &cwd);
+        acp_lsp::lsp::toolchain::add_discovered_roots(config, &cwd);
     }
-    Ok(config)
 }
 
 /// Exit code 2: the command was called wrongly (as clap's own usage errors).
@@ -209,7 +219,7 @@ fn run_proxy(
 ) -> anyhow::Result<ExitCode> {
     init_logging(log)?;
     let config_file = config;
-    let config = load_config(config_file.as_deref())?;
+    let config = load_config_file(config_file.as_deref())?;
     let recorder = record
         .map(|path| {
             Recorder::create(&path)
@@ -523,6 +533,15 @@ async fn proxy(
     let (mut child, agent_in, agent_out) = AgentProcess::spawn(program, args)
         .with_context(|| format!("cannot start agent {program:?}"))?;
     tracing::info!(command = %agent.join(" "), pid = child.pid(), "agent spawned");
+    // While the agent starts: `rustc --print sysroot` alone takes 50-100 ms,
+    // which came before the agent's own start-up.
+    let config = tokio::task::spawn_blocking(move || {
+        let mut config = config;
+        discover_roots(&mut config);
+        config
+    })
+    .await
+    .context("toolchain discovery failed")?;
 
     let gate_config = config.gate_config();
     let mcp_http = config.mcp_http;
@@ -559,9 +578,9 @@ async fn proxy(
     let sessions = Arc::clone(&gate);
     let relay = relay::run(
         gate,
-        tokio::io::stdin(),
-        tokio::io::stdout(),
-        agent_in,
+        acp_lsp::acp::stdio::editor_input(),
+        acp_lsp::acp::stdio::editor_output(),
+        acp_lsp::acp::writer::Output::shared(Arc::new(agent_in)),
         agent_out,
         RelayOptions {
             lsp_mode,

@@ -82,6 +82,16 @@ pub(crate) fn set_nonblocking(fd: RawFd) -> bool {
     }
 }
 
+/// Whether a descriptor's open file description is non-blocking (`None`
+/// if the descriptor is not open).
+#[cfg(test)]
+pub(crate) fn is_nonblocking(fd: RawFd) -> Option<bool> {
+    // SAFETY: F_GETFL only reads the descriptor's flags; a descriptor that is
+    // not open gives -1 (EBADF).
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    (flags != -1).then_some(flags & libc::O_NONBLOCK != 0)
+}
+
 /// The size of a memory page in bytes.
 pub(crate) fn page_size() -> Option<u64> {
     // SAFETY: sysconf has no preconditions and touches no memory of ours.

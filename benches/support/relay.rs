@@ -3,8 +3,11 @@
 //!
 //! - Throughput: the agent is `cat FILE` streaming `session/update`
 //!   notification lines; the baseline is `sh -c 'cat FILE | cat'` (one extra
-//!   process copying a pipe, as the proxy does). Time from spawn to end of
-//!   output, best of alternating runs.
+//!   process copying a pipe, as the proxy does). The rate is the stream's
+//!   own, from the first bytes out to the end of output (best of
+//!   alternating runs); the time from spawn to the first bytes out is a row
+//!   of its own (start-up: the proxy starts its runtime, MCP socket and
+//!   agent before it relays anything).
 //! - Round trips: the agent is the fake server's `echo_agent` mode. Editor →
 //!   agent → editor (the suite sends a request, the agent answers) and agent →
 //!   editor → agent (`bench/pingBack`: the agent sends requests one at a time;
@@ -64,7 +67,8 @@ pub fn run(table: &Table) -> Result<()> {
         SMALL_LINE,
         SMALL_LINES,
         SMALL_THROUGHPUT_TARGET,
-    )?;
+    )?
+    .row(table);
     throughput(
         table,
         dir.path(),
@@ -109,7 +113,12 @@ fn proxy_command(config_home: &Path, agent: &[&str]) -> Command {
 }
 
 struct Streamed {
-    elapsed: Duration,
+    /// From spawn to the first bytes out (start-up, both processes).
+    start_up: Duration,
+    /// From the first bytes out to the end of output, and the bytes that
+    /// came after the first read (the stream's own rate, start-up apart).
+    streaming: Duration,
+    streamed_bytes: u64,
     bytes: u64,
     lines: u64,
 }
@@ -124,15 +133,20 @@ fn stream(command: &mut Command) -> Result<Streamed> {
     let mut out = child.stdout.take().context("piped stdout")?;
     let mut buf = vec![0u8; 1 << 20];
     let (mut bytes, mut lines) = (0u64, 0u64);
+    let mut first: Option<(Instant, u64)> = None;
     loop {
         let n = out.read(&mut buf)?;
         if n == 0 {
             break;
         }
+        if first.is_none() {
+            first = Some((Instant::now(), n as u64));
+        }
         bytes += n as u64;
         lines += memchr::memchr_iter(b'\n', &buf[..n]).count() as u64;
     }
-    let elapsed = start.elapsed();
+    let end = Instant::now();
+    let (first_at, first_bytes) = first.context("no output")?;
     drop(child.stdin.take());
     let status = child.wait()?;
     ensure!(
@@ -140,7 +154,9 @@ fn stream(command: &mut Command) -> Result<Streamed> {
         "exited with {status}"
     );
     Ok(Streamed {
-        elapsed,
+        start_up: first_at - start,
+        streaming: end - first_at,
+        streamed_bytes: bytes - first_bytes,
         bytes,
         lines,
     })
@@ -154,7 +170,7 @@ fn throughput(
     line_len: usize,
     count: usize,
     target: f64,
-) -> Result<()> {
+) -> Result<StartUp> {
     let file = dir.join(format!("stream-{line_len}.ndjson"));
     {
         let line = session_update_line(line_len);
@@ -181,24 +197,57 @@ fn throughput(
                 streamed.bytes,
                 streamed.lines
             );
-            samples.push(streamed.elapsed.as_secs_f64());
+            samples.push(streamed);
         }
     }
-    let best = |v: &[f64]| v.iter().copied().fold(f64::INFINITY, f64::min);
-    let (t_ours, t_direct) = (best(&ours), best(&direct));
-    let mb = total as f64 / 1e6;
-    let ratio = t_direct / t_ours;
-    let describe = |t: f64| format!("{:.0} MB/s, {:.0} msg/s", mb / t, count as f64 / t);
+    // Best of the runs (a capacity: noise only ever lowers it); the rate is
+    // the stream's own, from the first bytes out to the last, so the
+    // proxy's start-up (its own row) does not count against it.
+    let best_rate = |v: &[Streamed]| {
+        v.iter()
+            .map(|s| s.streamed_bytes as f64 / s.streaming.as_secs_f64())
+            .fold(0.0, f64::max)
+    };
+    let (r_ours, r_direct) = (best_rate(&ours), best_rate(&direct));
+    let ratio = r_ours / r_direct;
+    let line_rate = |r: f64| r / line_len as f64;
+    let describe = |r: f64| format!("{:.0} MB/s, {:.0} msg/s", r / 1e6, line_rate(r));
     table.row(
         format!("1 relay throughput, {label} session/update lines"),
-        describe(t_ours),
-        format!("{} (cat FILE piped to cat)", describe(t_direct)),
+        describe(r_ours),
+        format!("{} (cat FILE piped to cat)", describe(r_direct)),
         Some(ratio),
         format!("≥ {target}× pipe"),
         Verdict::of(ratio >= target),
     );
+    let best_start = |v: &[Streamed]| v.iter().map(|s| s.start_up).min().unwrap_or_default();
+    let start_up = StartUp {
+        ours: best_start(&ours),
+        direct: best_start(&direct),
+    };
     std::fs::remove_file(&file)?;
-    Ok(())
+    Ok(start_up)
+}
+
+/// The best time from spawn to the first bytes out, of the proxy and of
+/// `cat FILE | cat`.
+struct StartUp {
+    ours: Duration,
+    direct: Duration,
+}
+
+impl StartUp {
+    fn row(&self, table: &Table) {
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        table.row(
+            "1 relay start-up: spawn → first line out, best",
+            format!("{:.1} ms", ms(self.ours)),
+            format!("{:.1} ms (cat FILE piped to cat)", ms(self.direct)),
+            Some(ms(self.ours) / ms(self.direct).max(1e-6)),
+            "—",
+            Verdict::Info,
+        );
+    }
 }
 
 // ---------------------------------------------------------------- round trips

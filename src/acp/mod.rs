@@ -3,4 +3,5 @@
 pub mod initialize;
 pub mod relay;
 pub mod sessions;
+pub mod stdio;
 pub mod writer;

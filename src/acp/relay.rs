@@ -11,7 +11,7 @@
 
 use super::initialize::rewrite_initialize;
 use super::sessions::{result_session_id, session_op, SessionOp};
-use super::writer::{write_lines, Outgoing, OUTPUT_QUEUE};
+use super::writer::{output, Outgoing, Output, Sink};
 use crate::gate::error::{GateError, INVALID_REQUEST, PARSE_ERROR};
 use crate::gate::{Gate, GateMethod, LspHost};
 use crate::jsonrpc::ndjson::{LineChunk, LineReader};
@@ -31,8 +31,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
-use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::sync::mpsc;
+use tokio::io::AsyncRead;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -101,8 +100,8 @@ struct Relay<H> {
     gate: Arc<Gate<H>>,
     options: RelayOptions,
     state: Mutex<State>,
-    to_agent: mpsc::Sender<Outgoing>,
-    to_editor: mpsc::Sender<Outgoing>,
+    to_agent: Sink,
+    to_editor: Sink,
     /// The tasks answering the agent's calls (see [`Relay::answer`]).
     answers: TaskTracker,
     /// Cancelled when the agent or the editor goes away: every answer task
@@ -140,13 +139,19 @@ pub async fn run<H, EI, EO, AI, AO>(
 where
     H: LspHost,
     EI: AsyncRead + Unpin + Send + 'static,
-    EO: AsyncWrite + Unpin + Send + 'static,
-    AI: AsyncWrite + Unpin + Send + 'static,
+    EO: Into<Output>,
+    AI: Into<Output>,
     AO: AsyncRead + Unpin + Send + 'static,
 {
-    let (to_agent, agent_rx) = mpsc::channel(OUTPUT_QUEUE);
-    let (to_editor, editor_rx) = mpsc::channel(OUTPUT_QUEUE);
     let recorder = options.recorder.clone();
+    let (to_agent, agent_writer) = output(
+        agent_in.into(),
+        recorder.clone().map(|r| (r, Direction::ProxyToAgent)),
+    );
+    let (to_editor, editor_writer) = output(
+        editor_out.into(),
+        recorder.clone().map(|r| (r, Direction::ProxyToEditor)),
+    );
     let max_line = gate.limits().max_inspected_line;
     let relay = Arc::new(Relay {
         gate,
@@ -164,16 +169,8 @@ where
         shutdown: CancellationToken::new(),
     });
 
-    let agent_writer = tokio::spawn(write_lines(
-        agent_in,
-        agent_rx,
-        recorder.clone().map(|r| (r, Direction::ProxyToAgent)),
-    ));
-    let editor_writer = tokio::spawn(write_lines(
-        editor_out,
-        editor_rx,
-        recorder.clone().map(|r| (r, Direction::ProxyToEditor)),
-    ));
+    let agent_writer = tokio::spawn(agent_writer);
+    let editor_writer = tokio::spawn(editor_writer);
     // Requests acp-lsp itself sends the editor (the MCP tools' fs/* calls).
     let editor_outbox = relay
         .options
@@ -253,7 +250,7 @@ enum Side {
 }
 
 impl<H: LspHost> Relay<H> {
-    fn sink(&self, side: Side) -> &mpsc::Sender<Outgoing> {
+    fn sink(&self, side: Side) -> &Sink {
         match side {
             Side::Editor => &self.to_agent,
             Side::Agent => &self.to_editor,
@@ -400,6 +397,13 @@ impl<H: LspHost> Relay<H> {
     /// [`Relay::on_line`] in its place, so the order is kept. Returns false
     /// when the output is gone.
     async fn on_lines(self: &Arc<Self>, side: Side, bytes: Bytes) -> bool {
+        // The common case first: one pass over the whole read. The scan
+        // only ever says "not ours" of a span whose every line it would
+        // pass alone (a line's checks see the same bytes; an escape cannot
+        // pair across a newline), so the read leaves as it came.
+        if self.options.recorder.is_none() && shallow::plainly_not_ours(&bytes) {
+            return self.sink(side).send(Outgoing::Lines(bytes)).await.is_ok();
+        }
         let mut run_start = 0;
         let mut start = 0;
         for end in memchr::memchr_iter(b'\n', &bytes) {

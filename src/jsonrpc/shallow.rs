@@ -280,6 +280,41 @@ mod tests {
     }
 
     #[test]
+    fn a_span_of_lines_passes_only_if_each_line_would() {
+        // The relay scans a whole read at once: "not ours" for the span
+        // must imply it for each of its lines, whatever the neighbours.
+        let lines: &[&[u8]] = &[
+            br#"{"method":"session/update","params":{"t":"a"b"}}"#,
+            br#"{"method":"lsp/request"}"#,
+            br#"{"id":1}"#,
+            b"ends in ls",
+            b"p/request",
+            b"ends in an escape \\",
+            b"n and more",
+            b"$",
+            b"/x",
+            b"fs",
+            b"",
+        ];
+        for a in lines {
+            for b in lines {
+                for c in lines {
+                    let span = [*a, *b, *c].join(&b'\n');
+                    if plainly_not_ours(&span) {
+                        for line in [a, b, c] {
+                            assert!(
+                                plainly_not_ours(line),
+                                "span passed, line did not: {:?}",
+                                String::from_utf8_lossy(&span)
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
     fn lossy_id_survives_invalid_utf8() {
         assert_eq!(
             lossy_top_level_id(b"\xef\xbb\xbf{\"id\":\"a\xffb\",\"method\":\"x\"}").as_deref(),

@@ -1,0 +1,106 @@
+//! The proxy's own stdin and stdout (the editor's side of the relay) as
+//! non-blocking pipes on tokio's reactor, so that a line from the editor is
+//! read, and a line to it written, by the task that handles it.
+//!
+//! `tokio::io::stdin()`/`stdout()` run every `read` and `write` on the
+//! blocking pool: a thread handoff in each direction of every round trip
+//! (BENCHMARKS.md, issue 16). When a descriptor is a pipe, it is opened again
+//! through `/proc/self/fd/N`, which gives a new open file description of the
+//! same pipe: only that one is made non-blocking, so the description the
+//! editor (or a shell) may share with us keeps its flags. Anything else (a
+//! terminal, a file, a socket, no `/proc`) keeps tokio's standard streams.
+
+use super::writer::Output;
+use std::os::fd::RawFd;
+use std::path::PathBuf;
+use std::sync::Arc;
+use tokio::net::unix::pipe;
+use tokio_util::either::Either;
+
+/// What the relay reads the editor from.
+pub type EditorInput = Either<pipe::Receiver, tokio::io::Stdin>;
+
+/// Standard input, on the reactor when it is a pipe. Call inside a runtime.
+pub fn editor_input() -> EditorInput {
+    match pipe_receiver(0) {
+        Some(pipe) => Either::Left(pipe),
+        None => Either::Right(tokio::io::stdin()),
+    }
+}
+
+/// Standard output: a pipe on the reactor, written directly by the task
+/// that has a line for the editor when nothing is queued before it
+/// ([`super::writer`]). Call inside a runtime.
+pub fn editor_output() -> Output {
+    match pipe_sender(1) {
+        Some(pipe) => Output::shared(Arc::new(pipe)),
+        None => Output::new(tokio::io::stdout()),
+    }
+}
+
+fn reopen_path(fd: RawFd) -> PathBuf {
+    PathBuf::from(format!("/proc/self/fd/{fd}"))
+}
+
+/// The read end `fd` opened anew, non-blocking; `None` if it is not a pipe
+/// (the open refuses anything but a FIFO) or cannot be reopened.
+fn pipe_receiver(fd: RawFd) -> Option<pipe::Receiver> {
+    match pipe::OpenOptions::new().open_receiver(reopen_path(fd)) {
+        Ok(pipe) => Some(pipe),
+        Err(e) => {
+            tracing::debug!(fd, error = %e, "not a pipe: read on the blocking pool");
+            None
+        }
+    }
+}
+
+/// The write end `fd` opened anew, non-blocking; `None` if it is not a pipe
+/// or cannot be reopened.
+fn pipe_sender(fd: RawFd) -> Option<pipe::Sender> {
+    match pipe::OpenOptions::new().open_sender(reopen_path(fd)) {
+        Ok(pipe) => Some(pipe),
+        Err(e) => {
+            tracing::debug!(fd, error = %e, "not a pipe: written on the blocking pool");
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::os::fd::AsRawFd;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    #[tokio::test]
+    async fn a_pipe_is_reopened_without_touching_the_shared_description() {
+        let (reader, mut writer) = std::io::pipe().unwrap();
+        let mut input = pipe_receiver(reader.as_raw_fd()).expect("a pipe is reopened");
+        writer.write_all(b"line\n").unwrap();
+        let mut got = [0u8; 5];
+        input.read_exact(&mut got).await.unwrap();
+        assert_eq!(&got, b"line\n");
+        // The descriptor the process was given stays blocking: a shell or an
+        // editor sharing it sees no change.
+        assert_eq!(crate::sys::is_nonblocking(reader.as_raw_fd()), Some(false));
+
+        let (mut back, out) = std::io::pipe().unwrap();
+        let mut output = pipe_sender(out.as_raw_fd()).expect("a pipe is reopened");
+        output.write_all(b"answer\n").await.unwrap();
+        output.flush().await.unwrap();
+        let mut got = [0u8; 7];
+        std::io::Read::read_exact(&mut back, &mut got).unwrap();
+        assert_eq!(&got, b"answer\n");
+        assert_eq!(crate::sys::is_nonblocking(out.as_raw_fd()), Some(false));
+    }
+
+    #[tokio::test]
+    async fn anything_but_a_pipe_keeps_the_standard_streams() {
+        let file = tempfile::tempfile().unwrap();
+        assert!(pipe_receiver(file.as_raw_fd()).is_none());
+        assert!(pipe_sender(file.as_raw_fd()).is_none());
+        let (ours, _theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+        assert!(pipe_receiver(ours.as_raw_fd()).is_none());
+    }
+}
