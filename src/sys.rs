@@ -8,6 +8,7 @@
 
 use std::io;
 use std::os::fd::RawFd;
+#[cfg(feature = "proxy")]
 use tokio::process::Command;
 
 /// A process or process-group id.
@@ -125,6 +126,7 @@ pub(crate) fn fill_random(bytes: &mut [u8]) -> io::Result<()> {
     Ok(())
 }
 
+#[cfg(feature = "proxy")]
 /// Arranges for the child `command` starts to get `signal` when the thread
 /// that spawned it exits (Linux's `PR_SET_PDEATHSIG`; nothing elsewhere).
 /// If this process is already gone by the time the child has set it, the
