@@ -576,7 +576,10 @@ async fn proxy(
     };
     let (eof_tx, eof_rx) = tokio::sync::oneshot::channel::<()>();
     let sessions = Arc::clone(&gate);
-    let relay = relay::run(
+    // A task of its own: polled inside `block_on`, the relay ran on the
+    // main thread, and every line from the agent woke that thread from the
+    // worker that read it (and polled the signal futures again).
+    let relay = tokio_util::task::AbortOnDropHandle::new(tokio::spawn(relay::run(
         gate,
         acp_lsp::acp::stdio::editor_input(),
         acp_lsp::acp::stdio::editor_output(),
@@ -590,7 +593,15 @@ async fn proxy(
         move || {
             let _ = eof_tx.send(());
         },
-    );
+    )));
+    let relay = async move {
+        match relay.await {
+            Ok(end) => end,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            // Only aborted by dropping this future, which then awaits no more.
+            Err(_) => relay::RelayEnd::EditorGone,
+        }
+    };
     let outcome = agent_process::supervise(&mut child, &mut signals, relay, eof_rx).await;
     tracing::debug!(stop = ?outcome.stop, relay = ?outcome.relay_end, "relay over");
     // Sessions the editor never closed end with the proxy (their log line says so).
