@@ -100,7 +100,7 @@ pub async fn run(table: &Table) -> Result<()> {
     config.settings =
         json!({"rust-analyzer": {"checkOnSave": false, "cargo": {"targetDir": true}}});
     config.request_timeout_ms = CALL_TIMEOUT.as_millis() as u64;
-    let file = root.join("src/gate/mod.rs");
+    let file = root.join("src/gate/host.rs");
     let (line, character) = position_of(&file, "pub trait LspHost", "LspHost")?;
     let uri = file_uri(&file);
     let references = json!({"textDocument": {"uri": uri}, "position": {"line": line, "character": character},

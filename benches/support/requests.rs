@@ -33,7 +33,9 @@ const HUGE_ROUNDS: usize = 12;
 
 const TARGET_MEDIAN_US: f64 = 50.0;
 const TARGET_P99_US: f64 = 500.0;
-const TARGET_RPS: f64 = 20_000.0;
+/// Issue 16: at 64 in flight, at least half the rate of a plain
+/// `Connection` to the same server, measured in the same run.
+const TARGET_RPS_RATIO: f64 = 0.5;
 const TARGET_HUGE_MS: f64 = 30.0;
 
 struct Paths {
@@ -208,8 +210,8 @@ async fn measure(table: &Table, paths: &Paths) -> Result<()> {
         format!("{rps_ours:.0}/s"),
         format!("{rps_direct:.0}/s"),
         Some(rps_ours / rps_direct),
-        format!("≥ {TARGET_RPS:.0}/s"),
-        Verdict::of(rps_ours >= TARGET_RPS),
+        format!("≥ {TARGET_RPS_RATIO}× Connection"),
+        Verdict::of(rps_ours / rps_direct >= TARGET_RPS_RATIO),
     );
     let (m_ours, m_direct) = (median(&c_ours.latencies), median(&c_direct.latencies));
     let (p_ours, p_direct) = (
