@@ -261,14 +261,13 @@ impl Drop for HeldGuard<'_> {
 impl Sink {
     /// Queues `item` (waiting for room), or writes it at once when it can.
     pub async fn send(&self, item: Outgoing) -> Result<(), Closed> {
-        let (item, guard) = match &self.direct {
+        let (item, mut guard) = match &self.direct {
             Some(direct) => match direct.try_now(item, &self.tx) {
                 Ok(()) => return Ok(()),
                 Err(item) => (item, HeldGuard(Some(direct))),
             },
             None => (item, HeldGuard(None)),
         };
-        let mut guard = guard;
         let sent = self.tx.send(item).await;
         if sent.is_ok() {
             // Counted off by the writer task once written.
