@@ -84,26 +84,33 @@ pub struct AgentStdin {
 }
 
 impl AgentStdin {
-    fn with<T>(&self, f: impl FnOnce(&pipe::Sender) -> io::Result<T>) -> io::Result<T> {
-        let pipe = self.pipe.lock().unwrap_or_else(PoisonError::into_inner);
-        match pipe.as_ref() {
+    /// `f` on the pipe, or `closed` once [`AgentProcess`] has closed it.
+    fn with<T>(&self, f: impl FnOnce(&pipe::Sender) -> T, closed: T) -> T {
+        match self
+            .pipe
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+        {
             Some(stdin) => f(stdin),
-            None => Err(io::ErrorKind::BrokenPipe.into()),
+            None => closed,
         }
     }
 }
 
 impl SharedWrite for AgentStdin {
     fn poll_write_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let pipe = self.pipe.lock().unwrap_or_else(PoisonError::into_inner);
-        match pipe.as_ref() {
-            Some(stdin) => stdin.poll_write_ready(cx),
-            None => Poll::Ready(Err(io::ErrorKind::BrokenPipe.into())),
-        }
+        self.with(
+            |stdin| stdin.poll_write_ready(cx),
+            Poll::Ready(Err(io::ErrorKind::BrokenPipe.into())),
+        )
     }
 
     fn try_write_vectored(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        self.with(|stdin| stdin.try_write_vectored(bufs))
+        self.with(
+            |stdin| stdin.try_write_vectored(bufs),
+            Err(io::ErrorKind::BrokenPipe.into()),
+        )
     }
 
     fn close(&self) {

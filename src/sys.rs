@@ -498,6 +498,11 @@ pub(crate) enum FdKind {
 mod tests {
     use super::*;
 
+    fn mkfifo(path: &std::path::Path) {
+        let made = std::process::Command::new("mkfifo").arg(path).status();
+        assert!(made.unwrap().success(), "mkfifo {}", path.display());
+    }
+
     #[test]
     fn this_process_exists_and_a_free_pid_does_not() {
         assert!(process_exists(pid(std::process::id()).unwrap()));
@@ -564,11 +569,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let base = std::fs::canonicalize(dir.path()).unwrap();
         let fifo = base.join("fifo");
-        let status = std::process::Command::new("mkfifo")
-            .arg(&fifo)
-            .status()
-            .unwrap();
-        assert!(status.success());
+        mkfifo(&fifo);
         // No writer ever comes: a plain open for reading would hang here.
         assert_eq!(real_path(&fifo).unwrap(), fifo);
     }
@@ -596,11 +597,7 @@ mod tests {
         assert_eq!(lookup("a/b/f.txt/.."), PlainLookup::Missing);
         // A FIFO is looked up, not opened: no wait for a writer.
         let fifo = base.join("fifo");
-        let made = std::process::Command::new("mkfifo")
-            .arg(&fifo)
-            .status()
-            .unwrap();
-        assert!(made.success());
+        mkfifo(&fifo);
         assert_eq!(lookup_without_symlinks(&fifo), PlainLookup::Exists);
     }
 
@@ -612,11 +609,7 @@ mod tests {
         let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
         let dir = tempfile::tempdir().unwrap();
         let fifo = dir.path().join("fifo");
-        assert!(std::process::Command::new("mkfifo")
-            .arg(&fifo)
-            .status()
-            .unwrap()
-            .success());
+        mkfifo(&fifo);
         let reader = std::fs::File::options()
             .read(true)
             .custom_flags(OPEN_READ_ANYTHING)

@@ -11,8 +11,9 @@
 //! terminal, a file, a socket, no `/proc`) keeps tokio's standard streams.
 
 use super::writer::Output;
+use std::io;
 use std::os::fd::RawFd;
-use std::path::PathBuf;
+use std::path::Path;
 use std::sync::Arc;
 use tokio::net::unix::pipe;
 use tokio_util::either::Either;
@@ -38,32 +39,23 @@ pub fn editor_output() -> Output {
     }
 }
 
-fn reopen_path(fd: RawFd) -> PathBuf {
-    PathBuf::from(format!("/proc/self/fd/{fd}"))
+/// Opens `fd` anew through `/proc/self/fd/N` with `open` (tokio's pipe
+/// options: non-blocking, and refusing anything but a FIFO); `None` if it
+/// is not a pipe or cannot be reopened.
+fn reopen<T>(fd: RawFd, open: impl FnOnce(&Path) -> io::Result<T>) -> Option<T> {
+    open(Path::new(&format!("/proc/self/fd/{fd}")))
+        .inspect_err(|e| tracing::debug!(fd, error = %e, "not a pipe: on the blocking pool"))
+        .ok()
 }
 
-/// The read end `fd` opened anew, non-blocking; `None` if it is not a pipe
-/// (the open refuses anything but a FIFO) or cannot be reopened.
+/// The read end `fd` opened anew, non-blocking.
 fn pipe_receiver(fd: RawFd) -> Option<pipe::Receiver> {
-    match pipe::OpenOptions::new().open_receiver(reopen_path(fd)) {
-        Ok(pipe) => Some(pipe),
-        Err(e) => {
-            tracing::debug!(fd, error = %e, "not a pipe: read on the blocking pool");
-            None
-        }
-    }
+    reopen(fd, |path| pipe::OpenOptions::new().open_receiver(path))
 }
 
-/// The write end `fd` opened anew, non-blocking; `None` if it is not a pipe
-/// or cannot be reopened.
+/// The write end `fd` opened anew, non-blocking.
 fn pipe_sender(fd: RawFd) -> Option<pipe::Sender> {
-    match pipe::OpenOptions::new().open_sender(reopen_path(fd)) {
-        Ok(pipe) => Some(pipe),
-        Err(e) => {
-            tracing::debug!(fd, error = %e, "not a pipe: written on the blocking pool");
-            None
-        }
-    }
+    reopen(fd, |path| pipe::OpenOptions::new().open_sender(path))
 }
 
 #[cfg(test)]
