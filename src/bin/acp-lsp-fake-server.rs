@@ -56,6 +56,11 @@
 //!   `initialize`/`shutdown` with the error -32801 ContentModified (as
 //!   rust-analyzer does when the workspace changes under a request), then as
 //!   usual.
+//! * `answer_after_change=<n>` — hold the first n requests other than
+//!   `initialize`/`shutdown` until the next `workspace/didChangeWatchedFiles`
+//!   arrives, then answer them as usual (an answer computed while the
+//!   workspace changed, which rust-analyzer gives for references from part
+//!   of the workspace).
 //! * `diagnostics` — after each `didOpen`/`didChange`, publish diagnostics for
 //!   that version: one error per line containing `error`. With
 //!   `staged_diagnostics_ms=<ms>`, an empty set for the version first and
@@ -216,6 +221,12 @@ fn run() -> io::Result<i32> {
             .unwrap_or(0),
         huge: None,
         indexed: false,
+        hold_for_change: mode
+            .params
+            .get("answer_after_change")
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0),
+        held_for_change: Vec::new(),
         mode,
     };
     server.serve(BufReader::new(stdin))
@@ -250,6 +261,10 @@ struct Server<W: Write> {
     huge: Option<String>,
     /// `progress`: the indexing progress has ended.
     indexed: bool,
+    /// `answer_after_change=<n>`: requests still to be held for a change.
+    hold_for_change: u64,
+    /// `answer_after_change`: requests held until the next file change.
+    held_for_change: Vec<(Box<RawValue>, String, Option<Box<RawValue>>)>,
 }
 
 impl<W: Write> Server<W> {
@@ -345,6 +360,11 @@ impl<W: Write> Server<W> {
                 Ok(None)
             }
             _ if self.mode.has("hang") => Ok(None),
+            _ if self.hold_for_change > 0 => {
+                self.hold_for_change -= 1;
+                self.held_for_change.push((id, method, params));
+                Ok(None)
+            }
             _ if self.content_modified > 0 => {
                 self.content_modified -= 1;
                 let body = format!(
@@ -507,6 +527,13 @@ impl<W: Write> Server<W> {
     fn on_notification(&mut self, method: &str) -> io::Result<Option<i32>> {
         if method == "initialized" {
             self.flood()?;
+        }
+        if method == "workspace/didChangeWatchedFiles" {
+            for (id, method, params) in std::mem::take(&mut self.held_for_change) {
+                if let Some(code) = self.on_request(id, method, params)? {
+                    return Ok(Some(code));
+                }
+            }
         }
         match method {
             "initialized" if self.mode.has("progress") => {

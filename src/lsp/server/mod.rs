@@ -31,6 +31,7 @@ use serde_json::json;
 use serde_json::value::RawValue;
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
@@ -227,6 +228,10 @@ pub struct Server {
     started: Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// Bumped on every diagnostics publish, for waiters.
     published: watch::Sender<u64>,
+    /// Bumped after every change notification is queued to the server
+    /// (`didChange`, `didClose`, `didChangeWatchedFiles`): a read-only
+    /// answer that raced one is asked again (`Server::request`).
+    changes_sent: AtomicU64,
     /// The sessions this server serves, by id: every read of a file for the
     /// server must land in one of their confinements (`crate::read`).
     sessions: Mutex<HashMap<String, Arc<Session>>>,
@@ -256,6 +261,7 @@ impl Server {
             reload: tokio::sync::Notify::new(),
             started: Mutex::new(None),
             published: watch::channel(0).0,
+            changes_sent: AtomicU64::new(0),
             sessions: Mutex::new(HashMap::new()),
         })
     }

@@ -20,6 +20,7 @@ use serde_json::json;
 use serde_json::value::RawValue;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 use tokio_util::sync::CancellationToken;
@@ -51,6 +52,7 @@ impl Server {
                     &named,
                     &cancel,
                     wait_until_ready,
+                    retried,
                 )
                 .await;
             let modified = match &outcome {
@@ -81,7 +83,9 @@ impl Server {
         }
     }
 
-    /// One attempt of [`Server::request`]: readiness, document sync, send, answer.
+    /// One attempt of [`Server::request`]: readiness, document sync, send,
+    /// answer. With `read_only`, an answer the server gave while any change
+    /// reached it is ContentModified too.
     async fn request_once(
         self: &Arc<Self>,
         method: &str,
@@ -89,6 +93,7 @@ impl Server {
         named: &[String],
         cancel: &CancellationToken,
         wait_until_ready: Option<Duration>,
+        read_only: bool,
     ) -> Result<HostReply, GateError> {
         // Waiting for readiness and syncing documents can take long; a
         // cancel meanwhile ends the request before it reaches the server.
@@ -125,6 +130,9 @@ impl Server {
             _ = cancel.cancelled() => return Err(GateError::Cancelled),
             prepared = prepare => prepared?,
         };
+        // Read before the request is queued, so that a change queued after
+        // it is always seen (the count is bumped after each change is queued).
+        let changes_before = self.changes_sent.load(Ordering::SeqCst);
         let mut pending = connection.request(method, params);
         let reply = tokio::select! {
             reply = &mut pending => reply,
@@ -133,6 +141,14 @@ impl Server {
         match reply {
             // The answer is about text that no longer exists.
             Reply::Result(_) if self.changed_since(&documents) => Err(GateError::ContentModified),
+            // A change to another file reached the server while it worked:
+            // rust-analyzer then answers references from part of the
+            // workspace (589 of 1,005) rather than ContentModified.
+            Reply::Result(_)
+                if read_only && self.changes_sent.load(Ordering::SeqCst) != changes_before =>
+            {
+                Err(GateError::ContentModified)
+            }
             Reply::Result(result) => {
                 self.mark_loaded();
                 Ok(HostReply {
@@ -197,7 +213,13 @@ impl Server {
         if !events.is_empty() {
             let params = json!({ "changes": events });
             connection.notify("workspace/didChangeWatchedFiles", Some(&raw_json(&params)));
+            self.change_sent();
         }
+    }
+
+    /// Counts a change notification just queued ([`Server::request_once`]).
+    fn change_sent(&self) {
+        self.changes_sent.fetch_add(1, Ordering::SeqCst);
     }
 
     /// Whether `changes` create a source a generated compilation database
@@ -341,6 +363,7 @@ impl Server {
         if opens && !before_open.is_empty() {
             let params = json!({ "changes": before_open });
             connection.notify("workspace/didChangeWatchedFiles", Some(&raw_json(&params)));
+            self.change_sent();
         }
         self.send_all(connection, notes);
         None
@@ -384,13 +407,24 @@ impl Server {
         } else {
             Vec::new()
         };
+        // Opened with the written text, which the disk may not have yet.
+        let opened = notes
+            .iter()
+            .any(|n| matches!(n, DocumentNotification::Open { .. }));
         self.send_all(&connection, notes);
+        if opened {
+            self.change_sent();
+        }
     }
 
     /// Sends document notifications in order. Called with the document lock
     /// held by the caller when order matters (it does for every caller).
     fn send_all(&self, connection: &Arc<Connection>, notes: Vec<DocumentNotification>) {
         for note in notes {
+            // An open from disk gives the server the text it could read
+            // anyway (`text_written` counts its own opens); a change or a
+            // close changes what it knows.
+            let changes = !matches!(note, DocumentNotification::Open { .. });
             let (method, params) = match note {
                 DocumentNotification::Open {
                     uri,
@@ -417,6 +451,9 @@ impl Server {
                 live.sent.insert(uri.to_string(), sequence);
             }
             connection.notify(method, Some(&raw_json(&params)));
+            if changes {
+                self.change_sent();
+            }
         }
     }
 }
