@@ -228,9 +228,10 @@ pub struct Server {
     started: Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// Bumped on every diagnostics publish, for waiters.
     published: watch::Sender<u64>,
-    /// Bumped after every change notification is queued to the server
-    /// (`didChange`, `didClose`, `didChangeWatchedFiles`): a read-only
-    /// answer that raced one is asked again (`Server::request`).
+    /// Bumped after every notification that changes what the server knows
+    /// is queued to it (`didChange`, `didChangeWatchedFiles`, an open with
+    /// written text): a read-only answer that raced one is asked again
+    /// (`Server::request`).
     changes_sent: AtomicU64,
     /// The sessions this server serves, by id: every read of a file for the
     /// server must land in one of their confinements (`crate::read`).

@@ -421,10 +421,11 @@ impl Server {
     /// held by the caller when order matters (it does for every caller).
     fn send_all(&self, connection: &Arc<Connection>, notes: Vec<DocumentNotification>) {
         for note in notes {
-            // An open from disk gives the server the text it could read
-            // anyway (`text_written` counts its own opens); a change or a
-            // close changes what it knows.
-            let changes = !matches!(note, DocumentNotification::Open { .. });
+            // Only a change changes what the server knows: an open from disk
+            // gives it the text it could read anyway (`text_written` counts
+            // its own opens), and a close (an eviction past the open-document
+            // cap, say) returns it to the disk's text it was opened with.
+            let changes = matches!(note, DocumentNotification::Change { .. });
             let (method, params) = match note {
                 DocumentNotification::Open {
                     uri,
