@@ -31,6 +31,14 @@ fn received(fake: &FakeServer, method: &str) -> usize {
         .count()
 }
 
+/// How many `method` notifications the fake received.
+fn received_notes(fake: &FakeServer, method: &str) -> usize {
+    fake.log()
+        .iter()
+        .filter(|m| m["method"] == method && m.get("id").is_none())
+        .count()
+}
+
 /// Waits until the fake is ready (it answers `initialize` at once).
 async fn ready(fake: &FakeServer) {
     let state = fake
@@ -138,6 +146,38 @@ async fn an_answer_that_raced_a_change_to_another_file_is_asked_again() {
     let response = fake.hover(&fake.uri("a.fake")).await;
     support::fake::assert_echo(&response, &fake.uri("a.fake"));
     assert_eq!(received(&fake, "textDocument/hover"), 3);
+    fake.shut_down().await;
+}
+
+/// A file event that names only open documents, already in sync, tells the
+/// server nothing new (the document's own `didChange`, if any, came first):
+/// the answer given meanwhile is handed on, not asked again. (pyright gets
+/// such an event after every disk edit of a document a request synced.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_about_an_open_document_in_sync_asks_nothing_again() {
+    let (fake, _) = FakeServer::start(
+        "answer_after_change=1",
+        RegistryOptions::default(),
+        |_| {},
+        |server, _| server.watch_globs = vec!["**/*.fake".into()],
+    )
+    .await;
+    ready(&fake).await;
+    let hover = tokio::spawn(fake.hover(&fake.uri("a.fake")));
+    fake.wait_log("the held hover", |log| {
+        log.iter()
+            .find(|m| m["method"] == "textDocument/hover")
+            .map(|_| ())
+    })
+    .await;
+    // The same text again: an event, and no change to the open document.
+    let path = fake.root.join("a.fake");
+    let text = std::fs::read_to_string(&path).expect("read a.fake");
+    std::fs::write(&path, text).expect("rewrite a.fake");
+    let response = hover.await.expect("hover task");
+    support::fake::assert_echo(&response, &fake.uri("a.fake"));
+    assert_eq!(received(&fake, "textDocument/hover"), 1, "{response}");
+    assert_eq!(received_notes(&fake, "textDocument/didChange"), 0);
     fake.shut_down().await;
 }
 

@@ -211,9 +211,19 @@ impl Server {
         }
         let events = watchers.events(&self.spec.root, changes);
         if !events.is_empty() {
+            // Open documents were synced just above: an event that names
+            // only them tells the server nothing it does not have.
+            let news = {
+                let docs = self.docs();
+                events
+                    .iter()
+                    .any(|e| e["uri"].as_str().is_none_or(|uri| !docs.is_open(uri)))
+            };
             let params = json!({ "changes": events });
             connection.notify("workspace/didChangeWatchedFiles", Some(&raw_json(&params)));
-            self.change_sent();
+            if news {
+                self.change_sent();
+            }
         }
     }
 
