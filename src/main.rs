@@ -6,7 +6,7 @@ use acp_lsp::cli::progress::Progress;
 use acp_lsp::cli::UsageError;
 use acp_lsp::conformance;
 use acp_lsp::daemon::client::RemoteHost;
-use acp_lsp::gate::{Gate, LateRoots};
+use acp_lsp::gate::Gate;
 use acp_lsp::host::ProxyHost;
 use acp_lsp::lsp::config::Config;
 use acp_lsp::lsp::registry::{Registry, RegistryOptions};
@@ -98,38 +98,6 @@ fn discover_roots(config: &mut Config) {
     if let Ok(cwd) = std::env::current_dir() {
         acp_lsp::lsp::toolchain::add_discovered_roots(config, &cwd);
     }
-}
-
-/// [`discover_roots`] off the runtime threads, for a proxy that relays
-/// meanwhile: the roots found reach every session's confinement when ready.
-/// They are set however discovery ends (none if it failed), so the gate
-/// never waits past it.
-fn discover_roots_later(config: &Config) -> LateRoots {
-    let late = LateRoots::pending();
-    if !config.discover_read_only_roots {
-        late.set(&[]);
-        return late;
-    }
-    let configured = config.read_only_roots.clone();
-    let setter = late.clone();
-    tokio::spawn(async move {
-        let found = tokio::task::spawn_blocking(move || {
-            let cwd = std::env::current_dir().ok()?;
-            Some(acp_lsp::lsp::toolchain::discover(&cwd))
-        })
-        .await
-        .ok()
-        .flatten()
-        .unwrap_or_default();
-        let roots: Vec<PathBuf> = found
-            .into_iter()
-            .map(|root| root.path)
-            .filter(|path| !configured.contains(path))
-            .collect();
-        tracing::debug!(roots = ?roots, "read-only roots discovered");
-        setter.set(&roots);
-    });
-    late
 }
 
 /// Exit code 2: the command was called wrongly (as clap's own usage errors).
@@ -565,11 +533,17 @@ async fn proxy(
     let (mut child, agent_in, agent_out) = AgentProcess::spawn(program, args)
         .with_context(|| format!("cannot start agent {program:?}"))?;
     tracing::info!(command = %agent.join(" "), pid = child.pid(), "agent spawned");
-    // `rustc --print sysroot` alone takes 20-100 ms through rustup: the
-    // relay does not wait for it, the gate's first check does (`LateRoots`).
-    let late_roots = discover_roots_later(&config);
-    let mut gate_config = config.gate_config();
-    gate_config.late_read_only_roots = late_roots;
+    // While the agent starts: `rustc --print sysroot` alone takes 50-100 ms,
+    // which came before the agent's own start-up.
+    let config = tokio::task::spawn_blocking(move || {
+        let mut config = config;
+        discover_roots(&mut config);
+        config
+    })
+    .await
+    .context("toolchain discovery failed")?;
+
+    let gate_config = config.gate_config();
     let mcp_http = config.mcp_http;
     let host = match shared {
         // The servers are the daemon's (reached, or started, at the first

@@ -1764,60 +1764,6 @@ async fn gate_calls_answer_through_panics_and_leave_no_entry_when_dropped() {
     assert!(!gate.cancel(&id), "a dropped request is still in flight");
 }
 
-/// Read-only roots that arrive after start-up (the proxy's toolchain
-/// discovery, which no longer holds up the relay): a request naming a file
-/// in them, asked before they arrive, waits for them and is let through; the
-/// session opened before they arrived sees them, and they stay read-only.
-#[tokio::test]
-async fn a_request_waits_for_read_only_roots_still_to_arrive() {
-    use acp_lsp::gate::{GateMethod, LateRoots};
-    use acp_lsp::jsonrpc::RequestId;
-    let tmp = tempfile::tempdir().unwrap();
-    let base = tmp.path().canonicalize().unwrap();
-    let (proj, toolchain) = (base.join("proj"), base.join("proj/toolchain"));
-    std::fs::create_dir_all(&toolchain).unwrap();
-    std::fs::write(toolchain.join("lib.rs"), "pub fn f() {}\n").unwrap();
-    let outside = base.join("outside.rs");
-    std::fs::write(&outside, "secret\n").unwrap();
-    let host = FakeHost::new();
-    let late = LateRoots::pending();
-    let gate = Gate::new(
-        Arc::clone(&host),
-        GateConfig {
-            late_read_only_roots: late.clone(),
-            ..Default::default()
-        },
-    );
-    gate.open_session("s1", vec![base.join("elsewhere")]);
-    let uri = |path: &std::path::Path| format!("file://{}", path.display());
-    let ask = |n: u64, path: &std::path::Path| {
-        let params = serde_json::value::to_raw_value(&hover("s1", &uri(path))).expect("params");
-        tokio::spawn(gate.call(RequestId::from_u64(n), GateMethod::Request, Some(params)))
-    };
-    let early = ask(1, &toolchain.join("lib.rs"));
-    // On this current-thread runtime the request runs up to its first wait.
-    for _ in 0..8 {
-        tokio::task::yield_now().await;
-    }
-    assert!(!early.is_finished(), "answered before the roots arrived");
-    assert!(host.calls().is_empty());
-
-    late.set(std::slice::from_ref(&toolchain));
-    let answer: Value =
-        serde_json::from_slice(&timeout(IO_TIMEOUT, early).await.expect("answered").unwrap())
-            .expect("JSON");
-    assert_eq!(answer["result"]["lspResult"], Value::Null, "{answer}");
-    assert_eq!(host.calls().len(), 1);
-    // Still confined: the late roots add a place, nothing else.
-    let refused: Value = serde_json::from_slice(&ask(2, &outside).await.unwrap()).expect("JSON");
-    expect_error(&refused, -32602, "uri_outside_roots");
-    // Read-only, also where a session root holds them.
-    gate.open_session("s2", vec![proj.clone()]);
-    let session = gate.sessions().get("s2").expect("session");
-    assert!(session.confinement().is_writable(&proj.join("main.rs")));
-    assert!(!session.confinement().is_writable(&toolchain.join("lib.rs")));
-}
-
 // ---------------------------------------------------------------------------
 // Overload quotas (issue 13, item 9)
 // ---------------------------------------------------------------------------

@@ -19,8 +19,6 @@ use std::ffi::OsString;
 use std::fs;
 use std::io;
 use std::path::{Component, Path, PathBuf};
-use std::sync::{Arc, OnceLock};
-use tokio_util::sync::CancellationToken;
 use url::Url;
 
 /// Linux's `MAXSYMLINKS`: beyond this many links a path is treated as a loop.
@@ -62,69 +60,6 @@ impl ConfineError {
     }
 }
 
-/// Read-only roots that arrive after start-up: the proxy's toolchain
-/// discovery (`rustc --print sysroot`, 20-100 ms through rustup) runs while
-/// the relay already relays. Shared by every confinement, made before or
-/// after they arrive: once set, every check sees them. The gate waits for
-/// them before it checks a request ([`LateRoots::settled`]).
-#[derive(Debug, Clone)]
-pub struct LateRoots(Arc<LateRootsInner>);
-
-#[derive(Debug)]
-struct LateRootsInner {
-    /// Canonical, like [`Confinement`]'s own roots.
-    roots: OnceLock<Vec<PathBuf>>,
-    /// A one-time broadcast: cancelled once `roots` is set.
-    settled: CancellationToken,
-}
-
-impl LateRoots {
-    /// Roots still to come: checks see none, and the gate waits, until
-    /// [`LateRoots::set`].
-    pub fn pending() -> LateRoots {
-        LateRoots(Arc::new(LateRootsInner {
-            roots: OnceLock::new(),
-            settled: CancellationToken::new(),
-        }))
-    }
-
-    /// No late roots at all: settled and empty.
-    pub fn none() -> LateRoots {
-        let late = LateRoots::pending();
-        late.set(&[]);
-        late
-    }
-
-    /// Sets the roots. The first call decides; later ones change nothing.
-    pub fn set(&self, roots: &[PathBuf]) {
-        let _ = self
-            .0
-            .roots
-            .set(roots.iter().map(|r| canonical_root(r)).collect());
-        self.0.settled.cancel();
-    }
-
-    /// The roots, empty until set.
-    pub fn get(&self) -> &[PathBuf] {
-        self.0.roots.get().map_or(&[], Vec::as_slice)
-    }
-
-    pub fn is_settled(&self) -> bool {
-        self.0.settled.is_cancelled()
-    }
-
-    /// Resolves once the roots are set.
-    pub async fn settled(&self) {
-        self.0.settled.cancelled().await;
-    }
-}
-
-impl Default for LateRoots {
-    fn default() -> Self {
-        LateRoots::none()
-    }
-}
-
 /// The set of places a session's requests may name.
 #[derive(Debug, Clone)]
 pub struct Confinement {
@@ -134,8 +69,6 @@ pub struct Confinement {
     read_only_roots: Vec<PathBuf>,
     /// Lowercase non-file schemes that carry no filesystem path we could check.
     allowed_schemes: Vec<String>,
-    /// More read-only roots, once they arrive.
-    late_roots: LateRoots,
 }
 
 impl Confinement {
@@ -159,14 +92,7 @@ impl Confinement {
                 .map(|s| s.to_ascii_lowercase())
                 .filter(|s| s != "file")
                 .collect(),
-            late_roots: LateRoots::none(),
         }
-    }
-
-    /// Reads `late` as more read-only roots, from whenever they arrive.
-    pub fn with_late_roots(mut self, late: LateRoots) -> Confinement {
-        self.late_roots = late;
-        self
     }
 
     /// Checks one URI string, so callers can vet a single URI without a
@@ -318,23 +244,19 @@ impl Confinement {
     fn inside_any(&self, path: &Path) -> bool {
         self.roots
             .iter()
-            .chain(self.all_read_only_roots())
+            .chain(&self.read_only_roots)
             .any(|root| path.starts_with(root))
     }
 
-    fn all_read_only_roots(&self) -> impl Iterator<Item = &PathBuf> {
-        self.read_only_roots.iter().chain(self.late_roots.get())
-    }
-
     fn writable_at(&self, path: &Path) -> bool {
-        let deepest = |roots: &mut dyn Iterator<Item = &PathBuf>| {
+        let deepest = |roots: &[PathBuf]| {
             roots
+                .iter()
                 .filter(|root| path.starts_with(root))
                 .map(|root| root.components().count())
                 .max()
         };
-        let read_only = deepest(&mut self.all_read_only_roots());
-        match (deepest(&mut self.roots.iter()), read_only) {
+        match (deepest(&self.roots), deepest(&self.read_only_roots)) {
             (Some(writable), Some(read_only)) => writable > read_only,
             (Some(_), None) => true,
             (None, _) => false,

@@ -31,7 +31,6 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tree::{Json, JsonTree};
 
-pub use confine::LateRoots;
 pub use entry::{
     AcpLspEntry, Dropped, EntryMeta, Progress, RegistrationEntry, ServerEntry, ServerState,
     ServerSummary, ServersResult, State,
@@ -44,10 +43,6 @@ pub use session::{Session, SessionTable};
 
 use self::params::*;
 
-/// Longest wait of a request for read-only roots still to arrive
-/// ([`LateRoots`]); past it the request is checked without them (it may be
-/// refused, never let through). The proxy's discovery gives up after 5 s.
-pub const LATE_ROOTS_WAIT: Duration = Duration::from_secs(10);
 /// Longest `waitUntilReady` honoured.
 pub(crate) const MAX_WAIT_UNTIL_READY: Duration = Duration::from_secs(300);
 /// Default most `lsp/request`s (and MCP tool requests) in flight per session;
@@ -62,8 +57,6 @@ pub struct GateConfig {
     pub limits: Limits,
     /// Extra roots requests may name but that are never written.
     pub read_only_roots: Vec<std::path::PathBuf>,
-    /// More of them, arriving after start-up (the proxy's toolchain discovery).
-    pub late_read_only_roots: LateRoots,
     /// Non-`file` URI schemes let through (lowercase).
     pub allowed_uri_schemes: Vec<String>,
     /// Most `lsp/request`s in flight per session ([`DEFAULT_MAX_REQUESTS_PER_SESSION`]).
@@ -77,7 +70,6 @@ impl Default for GateConfig {
         GateConfig {
             limits: Limits::default(),
             read_only_roots: Vec::new(),
-            late_read_only_roots: LateRoots::none(),
             allowed_uri_schemes: Vec::new(),
             max_requests_per_session: DEFAULT_MAX_REQUESTS_PER_SESSION,
             max_requests_total: DEFAULT_MAX_REQUESTS_TOTAL,
@@ -191,10 +183,9 @@ pub struct Gate<H> {
 
 impl<H: LspHost> Gate<H> {
     pub fn new(host: Arc<H>, config: GateConfig) -> Arc<Gate<H>> {
-        let sessions = SessionTable::with_late_roots(
+        let sessions = SessionTable::new(
             config.read_only_roots.clone(),
             config.allowed_uri_schemes.clone(),
-            config.late_read_only_roots.clone(),
         );
         Arc::new(Gate {
             host,
@@ -453,7 +444,6 @@ impl<H: LspHost> Gate<H> {
         let fail = |e: GateError| (e, None);
         self.check_shape(params).map_err(fail)?;
         let params = params.expect("BUG: check_shape rejects missing params");
-        self.late_roots_settled().await;
         let parsed: DiagnosticsParams = serde_json::from_str(params.get())
             .map_err(|e| fail(GateError::InvalidParams(e.to_string())))?;
         let session = self
@@ -497,7 +487,6 @@ impl<H: LspHost> Gate<H> {
     ) -> Result<HostReply, (GateError, Option<String>)> {
         self.check_shape(params).map_err(|e| (e, None))?;
         let params = params.expect("BUG: check_shape rejects missing params");
-        self.late_roots_settled().await;
         let parsed: RequestParams = serde_json::from_str(params.get())
             .map_err(|e| (GateError::InvalidParams(e.to_string()), None))?;
         let method = parsed.method.to_string();
@@ -591,25 +580,6 @@ impl<H: LspHost> Gate<H> {
         match outcome {
             Ok(reply) => Ok(reply),
             Err(e) => Err(fail(self.enrich(&session, e).await)),
-        }
-    }
-
-    /// Waits, at most [`LATE_ROOTS_WAIT`], for read-only roots still to
-    /// arrive, so that no request is checked against a partial list.
-    async fn late_roots_settled(&self) {
-        let late = self.sessions.late_roots();
-        if late.is_settled() {
-            return;
-        }
-        if tokio::time::timeout(LATE_ROOTS_WAIT, late.settled())
-            .await
-            .is_err()
-        {
-            tracing::warn!(
-                limit = "late read-only roots",
-                ms = LATE_ROOTS_WAIT.as_millis() as u64,
-                "limit hit: checked without the read-only roots still to come"
-            );
         }
     }
 

@@ -1,6 +1,6 @@
 //! The sessions the gate serves: id → roots and the confinement built from them.
 
-use super::confine::{Confinement, LateRoots};
+use super::confine::Confinement;
 use super::ids::SessionId;
 use parking_lot::RwLock;
 use std::collections::HashMap;
@@ -43,26 +43,14 @@ impl Session {
 #[derive(Debug)]
 pub struct SessionTable {
     read_only_roots: Vec<PathBuf>,
-    /// Read-only roots that may arrive later, shared by every session's confinement.
-    late_roots: LateRoots,
     allowed_schemes: Vec<String>,
     sessions: RwLock<HashMap<String, Arc<Session>>>,
 }
 
 impl SessionTable {
     pub fn new(read_only_roots: Vec<PathBuf>, allowed_schemes: Vec<String>) -> SessionTable {
-        SessionTable::with_late_roots(read_only_roots, allowed_schemes, LateRoots::none())
-    }
-
-    /// [`SessionTable::new`], with read-only roots that may arrive later.
-    pub fn with_late_roots(
-        read_only_roots: Vec<PathBuf>,
-        allowed_schemes: Vec<String>,
-        late_roots: LateRoots,
-    ) -> SessionTable {
         SessionTable {
             read_only_roots,
-            late_roots,
             allowed_schemes,
             sessions: RwLock::new(HashMap::new()),
         }
@@ -70,18 +58,12 @@ impl SessionTable {
 
     /// Adds or replaces a session (`session/load` and `session/resume` resend the full list).
     pub fn insert(&self, id: &str, roots: Vec<PathBuf>) -> Arc<Session> {
-        let confinement = Confinement::new(&roots, &self.read_only_roots, &self.allowed_schemes)
-            .with_late_roots(self.late_roots.clone());
+        let confinement = Confinement::new(&roots, &self.read_only_roots, &self.allowed_schemes);
         let session = Arc::new(Session::new(id, roots, confinement));
         self.sessions
             .write()
             .insert(id.to_string(), Arc::clone(&session));
         session
-    }
-
-    /// The read-only roots that may arrive later.
-    pub fn late_roots(&self) -> &LateRoots {
-        &self.late_roots
     }
 
     pub fn remove(&self, id: &str) -> Option<Arc<Session>> {

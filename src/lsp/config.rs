@@ -467,7 +467,6 @@ impl Config {
         crate::gate::GateConfig {
             limits: Default::default(),
             read_only_roots: self.read_only_roots.clone(),
-            late_read_only_roots: Default::default(),
             allowed_uri_schemes: self.allowed_uri_schemes.clone(),
             max_requests_per_session: self.max_requests_per_session,
             max_requests_total: self.max_requests_total,
