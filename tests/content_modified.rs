@@ -114,13 +114,9 @@ async fn content_modified_is_retried_a_bounded_number_of_times() {
     fake.shut_down().await;
 }
 
-/// An answer the server gave while a change to another file reached it is
-/// not handed on: rust-analyzer answers references from part of the
-/// workspace then, without an error. A read-only request is asked again and
-/// the second answer is the one given; a change that reached the server
-/// before the request was sent asks nothing twice.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_answer_that_raced_a_change_to_another_file_is_asked_again() {
+/// A fake that holds its first answer until a file event reaches it
+/// (`answer_after_change=1`), and a hover on `a.fake` it holds.
+async fn hover_held_until_a_file_event() -> (FakeServer, tokio::task::JoinHandle<Value>) {
     let (fake, _) = FakeServer::start(
         "answer_after_change=1",
         RegistryOptions::default(),
@@ -130,13 +126,23 @@ async fn an_answer_that_raced_a_change_to_another_file_is_asked_again() {
     .await;
     ready(&fake).await;
     let hover = tokio::spawn(fake.hover(&fake.uri("a.fake")));
-    // The fake holds the hover until a file changes; change one once it has it.
     fake.wait_log("the held hover", |log| {
         log.iter()
             .find(|m| m["method"] == "textDocument/hover")
             .map(|_| ())
     })
     .await;
+    (fake, hover)
+}
+
+/// An answer the server gave while a change to another file reached it is
+/// not handed on: rust-analyzer answers references from part of the
+/// workspace then, without an error. A read-only request is asked again and
+/// the second answer is the one given; a change that reached the server
+/// before the request was sent asks nothing twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_that_raced_a_change_to_another_file_is_asked_again() {
+    let (fake, hover) = hover_held_until_a_file_event().await;
     std::fs::write(fake.root.join("other.fake"), "changed\n").expect("write another file");
     let response = hover.await.expect("hover task");
     support::fake::assert_echo(&response, &fake.uri("a.fake"));
@@ -155,21 +161,7 @@ async fn an_answer_that_raced_a_change_to_another_file_is_asked_again() {
 /// such an event after every disk edit of a document a request synced.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_event_about_an_open_document_in_sync_asks_nothing_again() {
-    let (fake, _) = FakeServer::start(
-        "answer_after_change=1",
-        RegistryOptions::default(),
-        |_| {},
-        |server, _| server.watch_globs = vec!["**/*.fake".into()],
-    )
-    .await;
-    ready(&fake).await;
-    let hover = tokio::spawn(fake.hover(&fake.uri("a.fake")));
-    fake.wait_log("the held hover", |log| {
-        log.iter()
-            .find(|m| m["method"] == "textDocument/hover")
-            .map(|_| ())
-    })
-    .await;
+    let (fake, hover) = hover_held_until_a_file_event().await;
     // The same text again: an event, and no change to the open document.
     let path = fake.root.join("a.fake");
     let text = std::fs::read_to_string(&path).expect("read a.fake");
