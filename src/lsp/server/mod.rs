@@ -230,8 +230,8 @@ pub struct Server {
     published: watch::Sender<u64>,
     /// Bumped after every notification that changes what the server knows
     /// is queued to it (`didChange`, a `didChangeWatchedFiles` naming a file
-    /// that is not an open document, an open with written text): a read-only answer that raced one is asked again
-    /// (`Server::request`).
+    /// that is not an open document, an open with written text): a
+    /// read-only answer that raced one is asked again (`Server::request`).
     changes_sent: AtomicU64,
     /// The sessions this server serves, by id: every read of a file for the
     /// server must land in one of their confinements (`crate::read`).
