@@ -1,37 +1,23 @@
 //! acp-lsp: an ACP relay that gives agents language-server intelligence.
 //!
-//! See ARCHITECTURE.md for the data flow and the code map. With only the
-//! `gate` feature the crate is the embeddable core (`gate`, `jsonrpc`): an
-//! editor host implements [`gate::LspHost`] over servers it owns. The
-//! `proxy` feature (on by default) adds the rest.
+//! The proxy, its language-server supervision, the MCP tools and the command
+//! line, over the embeddable core in `acp_lsp_core` (the gate and JSON-RPC).
+//! See ARCHITECTURE.md for the data flow, the code map and the crates.
 
-pub mod gate;
-pub mod jsonrpc;
+// The core's modules under the names the proxy has always used for them:
+// `crate::gate::…` and `crate::jsonrpc::…` are the core's items.
+pub(crate) use acp_lsp_core::{gate, jsonrpc};
 
-#[cfg(feature = "proxy")]
 pub mod acp;
-#[cfg(feature = "proxy")]
 pub mod agent_process;
-#[cfg(feature = "proxy")]
 pub mod cli;
-#[cfg(feature = "proxy")]
 pub mod conformance;
-#[cfg(feature = "proxy")]
 pub mod daemon;
-#[cfg(feature = "proxy")]
 pub mod edit;
-#[cfg(feature = "proxy")]
 pub mod host;
-#[cfg(feature = "proxy")]
 pub mod lsp;
-#[cfg(feature = "proxy")]
 pub mod mcp;
-#[cfg(feature = "proxy")]
 pub mod oneshot;
-#[cfg(feature = "proxy")]
 pub(crate) mod read;
-#[cfg(feature = "proxy")]
 pub mod record;
-// The gate's confinement uses the kernel's path lookup; the rest is the proxy's.
-#[cfg_attr(not(feature = "proxy"), allow(dead_code))]
 pub(crate) mod sys;

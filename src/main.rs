@@ -6,7 +6,7 @@ use acp_lsp::cli::progress::Progress;
 use acp_lsp::cli::UsageError;
 use acp_lsp::conformance;
 use acp_lsp::daemon::client::RemoteHost;
-use acp_lsp::gate::Gate;
+use acp_lsp_core::gate::Gate;
 use acp_lsp::host::ProxyHost;
 use acp_lsp::lsp::config::Config;
 use acp_lsp::lsp::registry::{Registry, RegistryOptions};

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::Duration;
 
-use acp_lsp::gate::{GateMethod, ServerState};
+use acp_lsp_core::gate::{GateMethod, ServerState};
 use serde_json::{json, Value};
 
 const BIN: &str = env!("CARGO_BIN_EXE_acp-lsp");

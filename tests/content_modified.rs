@@ -5,7 +5,7 @@
 
 mod support;
 
-use acp_lsp::gate::{GateMethod, ServerState};
+use acp_lsp_core::gate::{GateMethod, ServerState};
 use acp_lsp::lsp::registry::RegistryOptions;
 use acp_lsp::lsp::server::CONTENT_MODIFIED_RETRIES;
 use serde_json::{json, Value};

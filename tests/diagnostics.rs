@@ -5,8 +5,8 @@
 
 mod support;
 
-use acp_lsp::gate::{Gate, GateConfig, GateMethod};
-use acp_lsp::jsonrpc::RequestId;
+use acp_lsp_core::gate::{Gate, GateConfig, GateMethod};
+use acp_lsp_core::jsonrpc::RequestId;
 use acp_lsp::lsp::config::Config;
 use acp_lsp::lsp::detect::find_on_path;
 use acp_lsp::lsp::registry::{Registry, RegistryOptions};

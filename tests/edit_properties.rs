@@ -9,7 +9,7 @@ use acp_lsp::edit::{
     apply_to_disk, dry_run, plan, plan_on_disk, Decisions, Entry, FileOperation, Plan, PlanContext,
     PlanError, PlanErrorKind, PositionEncoding,
 };
-use acp_lsp::gate::confine::Confinement;
+use acp_lsp_core::gate::confine::Confinement;
 use proptest::prelude::*;
 use serde_json::{json, Value};
 use std::collections::HashMap;

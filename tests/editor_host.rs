@@ -1,4 +1,4 @@
-//! `examples/editor-host.rs` end to end: an editor host that embeds only the
+//! `crates/acp-lsp-core/examples/editor-host.rs` end to end: an editor host that embeds only the
 //! gate, over pyright it starts itself. This test is its agent (on the
 //! example's stdin/stdout): it answers the host's `initialize` and
 //! `session/new`, then asks `lsp/servers` and `lsp/request` and checks that
@@ -66,7 +66,7 @@ impl Agent {
 }
 
 fn start(root: &std::path::Path) -> Agent {
-    let built = cargo_build::build(&[], &["editor-host"], false).expect("building the example");
+    let built = cargo_build::build_in("acp-lsp-core", &[], &["editor-host"], false).expect("building the example");
     let mut child = Command::new(&built["editor-host"])
         .arg(root)
         .stdin(Stdio::piped())
@@ -218,7 +218,7 @@ fn the_conformance_agent_passes_the_editor_host() {
         .expect("cp");
     assert!(copied.success(), "copying the scenario's workspace");
     let report = tmp.path().join("report.json");
-    let built = cargo_build::build(&[], &["editor-host"], false).expect("building the example");
+    let built = cargo_build::build_in("acp-lsp-core", &[], &["editor-host"], false).expect("building the example");
     let mut host = Command::new(&built["editor-host"]);
     host.arg(&root)
         .arg("--")

@@ -18,8 +18,8 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use acp_lsp::gate::{GateMethod, ServerState};
-use acp_lsp::jsonrpc::{ErrorObject, Limits};
+use acp_lsp_core::gate::{GateMethod, ServerState};
+use acp_lsp_core::jsonrpc::{ErrorObject, Limits};
 use acp_lsp::lsp::config::{Config, ServerConfig};
 use acp_lsp::lsp::connection::{Connection, Reply, ServerMessages};
 use acp_lsp::lsp::registry::RegistryOptions;
@@ -44,7 +44,7 @@ const REQUEST_CANCELLED: i64 = -32800;
 /// JSON-RPC invalid params (not ready, still starting).
 const INVALID_PARAMS: i64 = -32602;
 /// The proxy's frame limit (32 MiB).
-const FRAME_LIMIT: usize = acp_lsp::jsonrpc::limits::DEFAULT_MAX_LSP_FRAME;
+const FRAME_LIMIT: usize = acp_lsp_core::jsonrpc::limits::DEFAULT_MAX_LSP_FRAME;
 
 // ---------------------------------------------------------------- /proc
 

@@ -43,7 +43,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use acp_lsp::acp::relay::{self, RelayEnd, RelayOptions};
-use acp_lsp::gate::{Gate, GateConfig, GateMethod};
+use acp_lsp_core::gate::{Gate, GateConfig, GateMethod};
 use serde_json::{json, Value};
 use tokio::io::{duplex, AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream};
 

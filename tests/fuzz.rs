@@ -23,14 +23,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use acp_lsp::gate::confine::Confinement;
-use acp_lsp::gate::{
+use acp_lsp_core::gate::confine::Confinement;
+use acp_lsp_core::gate::{
     Gate, GateConfig, GateError, GateMethod, HostCall, HostReply, LspHost, Route, ServerEntry,
     Session,
 };
-use acp_lsp::jsonrpc::content_length::{ContentLengthCodec, LspFrame};
-use acp_lsp::jsonrpc::ndjson::{LineChunk, LineReader};
-use acp_lsp::jsonrpc::{Limits, RequestId};
+use acp_lsp_core::jsonrpc::content_length::{ContentLengthCodec, LspFrame};
+use acp_lsp_core::jsonrpc::ndjson::{LineChunk, LineReader};
+use acp_lsp_core::jsonrpc::{Limits, RequestId};
 use bytes::BytesMut;
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;

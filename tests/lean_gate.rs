@@ -1,8 +1,7 @@
-//! The embeddable gate stays lean: built with only the `gate` feature
-//! (`--no-default-features --features gate`), the library compiles and its
-//! dependency tree holds no MCP stack (rmcp, hyper, schemars), no process or
-//! CLI crates and no tokio `full`. An editor host that implements `LspHost`
-//! pays for the gate, not for the proxy.
+//! The embeddable core stays lean: the `acp-lsp-core` crate compiles alone
+//! and its dependency tree holds no MCP stack (rmcp, hyper, schemars), no
+//! process or CLI crates, no tokio `full` and not the proxy itself. An editor
+//! host that implements `LspHost` pays for the gate, not for the proxy.
 //!
 //! Cargo runs here as a child with its own target directory under
 //! `target/`, so it never waits on the lock of the build running the tests.
@@ -40,17 +39,17 @@ fn cargo() -> Command {
     command
 }
 
-/// Runs cargo with `args` for the lean build and returns its stdout.
+/// Runs cargo with `args` on the core crate alone and returns its stdout.
 fn lean(args: &[&str]) -> String {
     let out = cargo()
         .args(args)
-        .args(["--no-default-features", "--features", "gate", "--offline"])
+        .args(["--package", "acp-lsp-core", "--offline"])
         .env("CARGO_TARGET_DIR", lean_target_dir())
         .output()
         .expect("running cargo");
     assert!(
         out.status.success(),
-        "cargo {args:?} --no-default-features --features gate failed ({})\nstderr:\n{}",
+        "cargo {args:?} --package acp-lsp-core failed ({})\nstderr:\n{}",
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
@@ -74,7 +73,7 @@ fn lean_tree_has_no_proxy_crates() {
     let tree = lean(&["tree", "-e", "normal", "--prefix", "none"]);
     let names = crate_names(&tree);
     assert!(
-        names.iter().any(|n| n == "acp-lsp"),
+        names.iter().any(|n| n == "acp-lsp-core"),
         "the tree names the package itself:\n{tree}"
     );
     let found: Vec<&str> = FORBIDDEN
@@ -125,28 +124,17 @@ fn lean_library_compiles() {
     lean(&["check", "--lib", "--quiet"]);
 }
 
-/// The editor-host example embeds only the gate: every path it takes from
-/// this crate starts `acp_lsp::gate` or `acp_lsp::jsonrpc`, the modules the
-/// lean build has. (Compiling the example itself lean would build every
-/// dev-dependency a second time.)
+/// Nothing the core builds with, its tests and examples included, is the
+/// proxy: `examples/editor-host.rs` (an example of the core crate) can only
+/// name the core's API, and `tests/editor_host.rs` builds it that way.
 #[test]
-fn editor_host_example_uses_only_the_gate() {
-    let path = manifest_dir().join("examples/editor-host.rs");
-    let text = std::fs::read_to_string(&path).expect("reading examples/editor-host.rs");
-    let modules: Vec<String> = text
-        .match_indices("acp_lsp::")
-        .map(|(at, _)| {
-            text[at + "acp_lsp::".len()..]
-                .chars()
-                .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == '{')
-                .collect()
-        })
-        .collect();
-    assert!(!modules.is_empty(), "examples/editor-host.rs uses the gate");
-    for module in modules {
+fn the_core_never_depends_on_the_proxy() {
+    let tree = lean(&["tree", "-e", "normal,dev", "--prefix", "none"]);
+    let names = crate_names(&tree);
+    for proxy in ["acp-lsp", "acp-lsp-fake-server"] {
         assert!(
-            module == "gate" || module == "jsonrpc",
-            "examples/editor-host.rs uses acp_lsp::{module}, outside the lean gate"
+            !names.iter().any(|n| n == proxy),
+            "acp-lsp-core depends on {proxy}:\n{tree}"
         );
     }
 }

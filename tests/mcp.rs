@@ -12,7 +12,7 @@
 mod support;
 
 use acp_lsp::acp::relay::{self, RelayEnd, RelayOptions};
-use acp_lsp::gate::Gate;
+use acp_lsp_core::gate::Gate;
 use acp_lsp::host::ProxyHost;
 use acp_lsp::lsp::config::{Config, ServerConfig};
 use acp_lsp::lsp::registry::{Registry, RegistryOptions};
@@ -641,7 +641,7 @@ async fn a_tool_says_the_server_is_still_indexing_rather_than_answering_empty() 
     // The fake server reports indexing progress that never ends.
     let mut server = ServerConfig::new(
         "fake",
-        env!("CARGO_BIN_EXE_acp-lsp-fake-server"),
+        support::fake::fake_server(),
         &[],
         &["fake"],
         &["fake"],

@@ -28,7 +28,7 @@ const GONE_TIMEOUT: Duration = Duration::from_secs(10);
 const POLL_INTERVAL: Duration = Duration::from_millis(10);
 
 fn fake_server() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_acp-lsp-fake-server"))
+    PathBuf::from(support::fake::fake_server())
 }
 
 fn fake_spec(mode: &str, dir: &Path) -> SpawnSpec {

@@ -21,7 +21,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use acp_lsp::gate::{GateMethod, ServerState};
+use acp_lsp_core::gate::{GateMethod, ServerState};
 use serde_json::{json, Value};
 
 /// Longest wait for a server to reach `ready` (rust-analyzer needs ~3-10 s on
@@ -693,7 +693,7 @@ fn build_script_project() -> tempfile::TempDir {
 /// until rust-analyzer reports ready (quiescent: workspace, build scripts and
 /// proc macros loaded), and says whether the build script ran.
 async fn build_script_ran(config: acp_lsp::lsp::config::Config) -> bool {
-    use acp_lsp::gate::{Gate, GateConfig};
+    use acp_lsp_core::gate::{Gate, GateConfig};
     use acp_lsp::lsp::registry::{Registry, RegistryOptions};
     require("rust-analyzer", RUST.install);
     let project = build_script_project();
@@ -706,7 +706,7 @@ async fn build_script_ran(config: acp_lsp::lsp::config::Config) -> bool {
     let listing: Value = serde_json::from_slice(
         &gate
             .call(
-                acp_lsp::jsonrpc::RequestId::from_u64(1),
+                acp_lsp_core::jsonrpc::RequestId::from_u64(1),
                 GateMethod::Servers,
                 Some(params),
             )

@@ -14,11 +14,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use acp_lsp::acp::relay::{self, LspMode, RelayEnd, RelayOptions};
-use acp_lsp::gate::{
+use acp_lsp_core::gate::{
     AcpLspEntry, EntryMeta, Gate, GateConfig, GateError, HostCall, HostReply, LspHost, Route,
     ServerEntry, ServerState, Session, State,
 };
-use acp_lsp::jsonrpc::Limits;
+use acp_lsp_core::jsonrpc::Limits;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 use tokio::io::{duplex, AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream};
@@ -1735,8 +1735,8 @@ async fn a_panicking_host_still_answers_once_and_forgets_the_request() {
 /// answers leaves no cancellation entry behind.
 #[tokio::test]
 async fn gate_calls_answer_through_panics_and_leave_no_entry_when_dropped() {
-    use acp_lsp::gate::GateMethod;
-    use acp_lsp::jsonrpc::RequestId;
+    use acp_lsp_core::gate::GateMethod;
+    use acp_lsp_core::jsonrpc::RequestId;
     let host = FakeHost::new();
     let gate = Gate::new(Arc::clone(&host), GateConfig::default());
     gate.open_session("s1", vec![PathBuf::from("/ws/proj")]);
@@ -1773,8 +1773,8 @@ async fn gate_calls_answer_through_panics_and_leave_no_entry_when_dropped() {
 /// finished request gives its place back. Nothing is queued.
 #[tokio::test]
 async fn requests_over_the_quotas_are_refused_at_once_with_a_retryable_reason() {
-    use acp_lsp::gate::{GateMethod, DEFAULT_MAX_REQUESTS_PER_SESSION, DEFAULT_MAX_REQUESTS_TOTAL};
-    use acp_lsp::jsonrpc::RequestId;
+    use acp_lsp_core::gate::{GateMethod, DEFAULT_MAX_REQUESTS_PER_SESSION, DEFAULT_MAX_REQUESTS_TOTAL};
+    use acp_lsp_core::jsonrpc::RequestId;
     const { assert!(DEFAULT_MAX_REQUESTS_PER_SESSION <= DEFAULT_MAX_REQUESTS_TOTAL) };
     let host = FakeHost::new();
     host.set_reply(ReplyScript::WaitForCancel);

@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use acp_lsp::gate::GateError;
+use acp_lsp_core::gate::GateError;
 use acp_lsp::lsp::config::Config;
 use acp_lsp::oneshot::{FileLocation, OneShot, OneShotError, RenameError, RenameOutcome};
 use serde_json::{json, Value};

@@ -5,7 +5,7 @@
 
 mod support;
 
-use acp_lsp::gate::ServerState;
+use acp_lsp_core::gate::ServerState;
 use acp_lsp::lsp::registry::RegistryOptions;
 use acp_lsp::lsp::server::MAX_CRASHES;
 use serde_json::Value;

@@ -5,7 +5,7 @@
 
 mod support;
 
-use acp_lsp::gate::GateMethod;
+use acp_lsp_core::gate::GateMethod;
 use acp_lsp::lsp::registry::RegistryOptions;
 use serde_json::json;
 use support::captured_log::CapturedLog;

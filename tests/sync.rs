@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use acp_lsp::gate::{GateMethod, LspHost, ServerState};
+use acp_lsp_core::gate::{GateMethod, LspHost, ServerState};
 use acp_lsp::lsp::config::ServerConfig;
 use acp_lsp::lsp::registry::RegistryOptions;
 use serde_json::{json, Value};

@@ -2,8 +2,9 @@
 //! text (in the manner of rust-analyzer's `tidy` tests), so a new circle or
 //! a layer reaching upward fails CI instead of waiting for a reviewer.
 //!
-//! Each file under `src/` (the library; `main.rs` and `src/bin/` are other
-//! crates and reach the library only through its public API) is read with
+//! Each library file of the two crates with library code, `src/` (the
+//! proxy; `main.rs` is another crate and reaches the library only through
+//! its public API) and `crates/acp-lsp-core/src/` (the core), is read with
 //! comments and string literals blanked; every path through `crate::`,
 //! `super::` or `self::` (in `use` trees, braces expanded, and inline in
 //! code) is resolved to the file of the module it names. Code inside a
@@ -12,17 +13,18 @@
 //! (`mod.rs`) naming their own children (re-exports) are not edges back.
 //!
 //! The rules:
-//! - `jsonrpc` and `sys` use nothing of ours but themselves; `read` and
-//!   `record` only `sys`.
-//! - `gate` uses only `gate`, `jsonrpc` and `sys` (an editor host embeds it
-//!   over its own servers; it knows no processes, relay or MCP).
+//! - In the core, `jsonrpc` and `sys` use nothing of ours but themselves;
+//!   `gate` uses only `jsonrpc` and `sys`. (That the core uses nothing of the
+//!   proxy is the crate boundary's: it does not depend on it.)
+//! - In the proxy, `sys` uses nothing of ours; `read` and `record` only `sys`.
 //! - `lsp` uses no `acp`, `mcp`, `conformance`, `oneshot`, `cli`, `edit`.
 //! - `edit` uses no `acp`, `mcp`, `conformance`, `oneshot`, `cli`, `lsp`.
 //! - No two files of one directory use each other, directly or round a
 //!   longer circle; a subdirectory counts as one file (`lsp/server/` is one
 //!   entry of `lsp/`), and a file may use its own directory's `mod.rs`.
 //! - No two top-level modules use each other, directly or round a circle.
-//! - Only `src/sys.rs` names `libc` (every `unsafe` system call in one place).
+//! - Only each crate's `sys.rs` names `libc` (every `unsafe` system call in
+//!   one place per crate).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -50,13 +52,19 @@ impl Forbidden {
 
 use Forbidden::{AllBut, These};
 
-/// Top-level modules a module may not use, by the ARCHITECTURE's layers.
-const FORBIDDEN: &[(&str, Forbidden)] = &[
+/// The core's top-level modules a module of the core may not use.
+const CORE_FORBIDDEN: &[(&str, Forbidden)] = &[
     ("jsonrpc", AllBut(&[])),
+    ("sys", AllBut(&[])),
+    ("gate", AllBut(&["jsonrpc", "sys"])),
+];
+
+/// The proxy's top-level modules a module of the proxy may not use, by the
+/// ARCHITECTURE's layers (`gate` and `jsonrpc` are the core's, below them all).
+const PROXY_FORBIDDEN: &[(&str, Forbidden)] = &[
     ("sys", AllBut(&[])),
     ("read", AllBut(&["sys"])),
     ("record", AllBut(&["sys"])),
-    ("gate", AllBut(&["jsonrpc", "sys"])),
     (
         "lsp",
         These(&[
@@ -116,7 +124,7 @@ fn library_files(src: &Path) -> BTreeMap<ModPath, PathBuf> {
             .iter()
             .map(|p| p.to_string_lossy().into_owned())
             .collect();
-        if parts[0] == "main.rs" || parts[0] == "bin" {
+        if parts[0] == "main.rs" {
             continue;
         }
         let last = parts.pop().expect("a file name");
@@ -499,6 +507,15 @@ fn src_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
 }
 
+fn core_src_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/acp-lsp-core/src")
+}
+
+/// Each crate with library code, with its layer rules.
+fn crates() -> [(PathBuf, &'static [(&'static str, Forbidden)]); 2] {
+    [(src_dir(), PROXY_FORBIDDEN), (core_src_dir(), CORE_FORBIDDEN)]
+}
+
 fn show(module: &ModPath) -> String {
     module.join("::")
 }
@@ -509,16 +526,18 @@ fn show(module: &ModPath) -> String {
 
 #[test]
 fn layers_use_only_what_is_below_them() {
-    let graph = graph(&src_dir());
     let mut broken = Vec::new();
-    for (from, targets) in &graph {
-        let Some(top) = from.first() else { continue };
-        let Some((_, forbidden)) = FORBIDDEN.iter().find(|(layer, _)| layer == top) else {
-            continue;
-        };
-        for to in targets {
-            if to[0] != *top && forbidden.forbids(&to[0]) {
-                broken.push(format!("{} uses {}", show(from), show(to)));
+    for (src, rules) in crates() {
+        let graph = graph(&src);
+        for (from, targets) in &graph {
+            let Some(top) = from.first() else { continue };
+            let Some((_, forbidden)) = rules.iter().find(|(layer, _)| layer == top) else {
+                continue;
+            };
+            for to in targets {
+                if to[0] != *top && forbidden.forbids(&to[0]) {
+                    broken.push(format!("{} uses {}", show(from), show(to)));
+                }
             }
         }
     }
@@ -573,20 +592,25 @@ fn circles(graph: &BTreeMap<ModPath, BTreeSet<ModPath>>) -> Vec<Vec<ModPath>> {
 
 /// The circles between the entries of every directory that `keep` accepts.
 fn circles_in(keep: impl Fn(&[String]) -> bool) -> Vec<String> {
-    let graph = graph(&src_dir());
-    let dirs: BTreeSet<ModPath> = graph
-        .keys()
-        .flat_map(|m| (0..m.len()).map(|n| m[..n].to_vec()))
-        .filter(|dir| keep(dir))
-        .collect();
-    dirs.iter()
-        .flat_map(|dir| circles(&entries_graph(&graph, dir)))
-        .map(|circle| {
-            let mut names: Vec<String> = circle.iter().map(show).collect();
-            names.push(names[0].clone());
-            names.join(" → ")
-        })
-        .collect()
+    let mut found = Vec::new();
+    for (src, _) in crates() {
+        let graph = graph(&src);
+        let dirs: BTreeSet<ModPath> = graph
+            .keys()
+            .flat_map(|m| (0..m.len()).map(|n| m[..n].to_vec()))
+            .filter(|dir| keep(dir))
+            .collect();
+        found.extend(
+            dirs.iter()
+                .flat_map(|dir| circles(&entries_graph(&graph, dir)))
+                .map(|circle| {
+                    let mut names: Vec<String> = circle.iter().map(show).collect();
+                    names.push(names[0].clone());
+                    names.join(" → ")
+                }),
+        );
+    }
+    found
 }
 
 const BREAK_IT: &str = "break the circle: move what both need into its own file, or down a layer";
@@ -611,29 +635,32 @@ fn no_circles_between_top_level_modules() {
     );
 }
 
-/// Every `libc` call is in `src/sys.rs`, behind a safe wrapper with its
-/// `// SAFETY:` reasoning; the rest of the library names no `libc`.
+/// Every `libc` call is in its crate's `sys.rs`, behind a safe wrapper with
+/// its `// SAFETY:` reasoning; the rest of each library names no `libc`.
 #[test]
 fn libc_only_in_sys() {
-    // Every file of the library and the `acp-lsp` binary, test modules
-    // included (`src/bin/` holds the fake server, a crate of its own).
+    // Every file of the libraries and the `acp-lsp` binary, test modules
+    // included (the fake server is test support, a crate of its own).
     fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
         for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
             let path = entry.expect("directory entry").path();
-            if path.is_dir() && !path.ends_with("bin") {
+            if path.is_dir() {
                 walk(&path, out);
             } else if path.extension().is_some_and(|e| e == "rs") {
                 out.push(path);
             }
         }
     }
-    let src = src_dir();
     let mut files = Vec::new();
-    walk(&src, &mut files);
+    let mut sys_files = Vec::new();
+    for (src, _) in crates() {
+        walk(&src, &mut files);
+        sys_files.push(src.join("sys.rs"));
+    }
     assert!(files.len() > 20, "the walk finds the sources: {files:?}");
     let found: Vec<String> = files
         .into_iter()
-        .filter(|file| *file != src.join("sys.rs"))
+        .filter(|file| !sys_files.contains(file))
         .filter(|file| {
             let text = std::fs::read_to_string(file).expect("source is UTF-8");
             code_only(&text).contains("libc::")
@@ -642,7 +669,7 @@ fn libc_only_in_sys() {
         .collect();
     assert!(
         found.is_empty(),
-        "libc named outside src/sys.rs (add a safe wrapper there):\n  {}",
+        "libc named outside a crate's sys.rs (add a safe wrapper there):\n  {}",
         found.join("\n  ")
     );
 }

@@ -4,6 +4,8 @@
 //! a FIFO as they are written (no polling of a file).
 
 pub mod acp;
+#[path = "../../examples/support/cargo_build.rs"]
+pub mod cargo_build;
 pub mod freshness;
 pub mod mcp;
 pub mod real_servers;
@@ -20,8 +22,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use acp_lsp::gate::{Gate, GateConfig, GateMethod};
-use acp_lsp::jsonrpc::{ErrorObject, Limits, RequestId};
+use acp_lsp_core::gate::{Gate, GateConfig, GateMethod};
+use acp_lsp_core::jsonrpc::{ErrorObject, Limits, RequestId};
 use acp_lsp::lsp::config::{Config, ServerConfig};
 use acp_lsp::lsp::connection::{Connection, Reply, ServerMessages};
 use acp_lsp::lsp::handshake::initialize_params;
@@ -46,8 +48,21 @@ pub fn acp_lsp_bin() -> &'static str {
     env!("CARGO_BIN_EXE_acp-lsp")
 }
 
+/// The fake language server (the workspace's `acp-lsp-fake-server`
+/// package), built once with the bench's profile: cargo gives a package's
+/// benches only that package's own executables.
 pub fn fake_bin() -> &'static str {
-    env!("CARGO_BIN_EXE_acp-lsp-fake-server")
+    static PATH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PATH.get_or_init(|| {
+        let built = cargo_build::build_in(
+            "acp-lsp-fake-server",
+            &["acp-lsp-fake-server"],
+            &[],
+            false,
+        )
+        .expect("BUG: building acp-lsp-fake-server failed");
+        built["acp-lsp-fake-server"].display().to_string()
+    })
 }
 
 // ---------------------------------------------------------------- table

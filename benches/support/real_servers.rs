@@ -9,8 +9,8 @@
 use super::{
     file_uri, is_success, median, micros, raw, Direct, GateStack, Table, Verdict, CALL_TIMEOUT,
 };
-use acp_lsp::gate::GateMethod;
-use acp_lsp::jsonrpc::ErrorObject;
+use acp_lsp_core::gate::GateMethod;
+use acp_lsp_core::jsonrpc::ErrorObject;
 use acp_lsp::lsp::config::{Config, ServerConfig};
 use acp_lsp::lsp::connection::ServerMessages;
 use acp_lsp::lsp::detect::find_on_path;

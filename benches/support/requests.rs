@@ -8,7 +8,7 @@ use super::{
     fake_config, fake_workspace, file_uri, is_success, median, micros, percentile, raw, Direct,
     GateStack, NullHandler, Table, Verdict, CALL_TIMEOUT, START_TIMEOUT,
 };
-use acp_lsp::gate::GateMethod;
+use acp_lsp_core::gate::GateMethod;
 use acp_lsp::lsp::connection::{Connection, Reply};
 use acp_lsp::lsp::registry::RegistryOptions;
 use anyhow::{bail, ensure, Context, Result};
@@ -259,7 +259,7 @@ async fn concurrent_gate(stack: &GateStack, params: &RawValue) -> Result<(Vec<f6
         workers.push(tokio::spawn(async move {
             let mut latencies = Vec::with_capacity(PER_WORKER);
             for i in 0..PER_WORKER {
-                let id = acp_lsp::jsonrpc::RequestId::from_u64(base + i as u64);
+                let id = acp_lsp_core::jsonrpc::RequestId::from_u64(base + i as u64);
                 let t = Instant::now();
                 let response = gate
                     .call(id, GateMethod::Request, Some(params.clone()))

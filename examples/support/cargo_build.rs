@@ -1,4 +1,4 @@
-//! Building this crate's binaries and examples with cargo and finding their executables.
+//! Building the workspace's binaries and examples with cargo and finding their executables.
 //!
 //! Shared by `examples/try-rename.rs` (which needs `acp-lsp` and the
 //! example agent, neither of which `cargo run --example try-rename` builds)
@@ -12,11 +12,24 @@ use std::io::{BufRead as _, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-/// Builds the binaries `bins` and the examples `examples` with the profile
-/// the running executable was built with, and returns each one's executable
-/// by target name. With `show_progress` cargo's progress goes to stderr as
-/// usual; without, it is kept and shown only if the build fails.
+/// Builds the binaries `bins` and the examples `examples` of the `acp-lsp`
+/// package (see [`build_in`]).
+#[allow(dead_code)]
 pub fn build(
+    bins: &[&str],
+    examples: &[&str],
+    show_progress: bool,
+) -> anyhow::Result<HashMap<String, PathBuf>> {
+    build_in("acp-lsp", bins, examples, show_progress)
+}
+
+/// Builds the binaries `bins` and the examples `examples` of the workspace's
+/// package `package` with the profile the running executable was built
+/// with, and returns each one's executable by target name. With
+/// `show_progress` cargo's progress goes to stderr as usual; without, it is
+/// kept and shown only if the build fails.
+pub fn build_in(
+    package: &str,
     bins: &[&str],
     examples: &[&str],
     show_progress: bool,
@@ -30,6 +43,7 @@ pub fn build(
         .arg("build")
         .arg("--manifest-path")
         .arg(manifest_dir.join("Cargo.toml"))
+        .args(["--package", package])
         .arg("--message-format=json-render-diagnostics");
     if let Some(profile) = current_profile() {
         command.args(["--profile", &profile]);

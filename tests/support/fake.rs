@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use acp_lsp::gate::{Gate, GateConfig, GateMethod, ServerState};
-use acp_lsp::jsonrpc::RequestId;
+use acp_lsp_core::gate::{Gate, GateConfig, GateMethod, ServerState};
+use acp_lsp_core::jsonrpc::RequestId;
 use acp_lsp::lsp::config::{Config, ServerConfig};
 use acp_lsp::lsp::registry::{Registry, RegistryOptions};
 use acp_lsp::lsp::server::Server;
@@ -30,9 +30,21 @@ pub const LOG_TIMEOUT: Duration = Duration::from_secs(10);
 /// Pause between two looks at the fake's log.
 pub const LOG_POLL_INTERVAL: Duration = Duration::from_millis(10);
 
-/// The scriptable fake language server binary.
+/// The scriptable fake language server binary (the workspace's
+/// `acp-lsp-fake-server` package), built once per test binary: cargo gives a
+/// package's tests only that package's own executables.
 pub fn fake_server() -> &'static str {
-    env!("CARGO_BIN_EXE_acp-lsp-fake-server")
+    static PATH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PATH.get_or_init(|| {
+        let built = super::cargo_build::build_in(
+            "acp-lsp-fake-server",
+            &["acp-lsp-fake-server"],
+            &[],
+            false,
+        )
+        .expect("building acp-lsp-fake-server");
+        built["acp-lsp-fake-server"].display().to_string()
+    })
 }
 
 pub fn uri_of(path: &Path) -> String {

@@ -2,6 +2,8 @@
 #![allow(dead_code)]
 
 pub mod captured_log;
+#[path = "../../examples/support/cargo_build.rs"]
+pub mod cargo_build;
 pub mod fake;
 pub mod procfs;
 pub mod recorded;

@@ -1,11 +1,11 @@
-//! An editor host that embeds only acp-lsp's gate (the `gate` feature) and
+//! An editor host that embeds only acp-lsp's core (the `acp-lsp-core` crate) and
 //! exposes a language server it owns to its ACP agent: the agent's
 //! `lsp/servers` and `lsp/request` are answered by [`Gate`] over this host's
 //! own [`LspHost`], which talks to the server with a small Content-Length
 //! client of its own.
 //!
 //! ```text
-//! cargo run --example editor-host --no-default-features --features gate -- \
+//! cargo run -p acp-lsp-core --example editor-host -- \
 //!     WORKSPACE [-- AGENT COMMAND…]
 //! ```
 //!
@@ -22,11 +22,11 @@
 //! the same way, and sync its open buffers to the server as it does for its
 //! own features; this host opens, from disk, each document a request names.
 
-use acp_lsp::gate::{
+use acp_lsp_core::gate::{
     AcpLspEntry, EntryMeta, Gate, GateConfig, GateError, GateMethod, HostCall, HostReply, LspHost,
     Route, ServerEntry, ServerState, Session,
 };
-use acp_lsp::jsonrpc::{Envelope, Kind, RequestId};
+use acp_lsp_core::jsonrpc::{Envelope, Kind, RequestId};
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 use std::collections::{HashMap, HashSet};
@@ -501,10 +501,10 @@ async fn main() -> Result<(), BoxError> {
 
 /// `-32601` for a request this host does not serve.
 fn not_found(id: &RequestId, method: &str) -> Vec<u8> {
-    let error = acp_lsp::jsonrpc::ErrorObject {
+    let error = acp_lsp_core::jsonrpc::ErrorObject {
         code: -32601,
         message: format!("{method} is not served by this host"),
         data: None,
     };
-    acp_lsp::jsonrpc::encode_error(Some(id), &error)
+    acp_lsp_core::jsonrpc::encode_error(Some(id), &error)
 }

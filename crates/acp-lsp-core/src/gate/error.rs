@@ -23,7 +23,7 @@ pub const REQUEST_CANCELLED: i64 = -32800;
 /// LSP: content modified.
 pub const CONTENT_MODIFIED: i64 = -32801;
 /// LSP's ServerCancelled (3.17): the server dropped the request and it may be asked again.
-pub(crate) const SERVER_CANCELLED: i64 = -32802;
+pub const SERVER_CANCELLED: i64 = -32802;
 
 /// Codes a server may use that mean something else in ACP, and so never reach
 /// the agent as they are: -32000 (ACP: auth required), -32002 (ACP: resource
