@@ -5,9 +5,9 @@
 
 mod support;
 
-use acp_lsp_core::gate::{GateMethod, ServerState};
 use acp_lsp::lsp::registry::RegistryOptions;
 use acp_lsp::lsp::server::CONTENT_MODIFIED_RETRIES;
+use acp_lsp_core::gate::{GateMethod, ServerState};
 use serde_json::{json, Value};
 use support::fake::{FakeServer, SESSION};
 use support::recorded::{request_params, Recorded};

@@ -5,11 +5,11 @@
 
 mod support;
 
-use acp_lsp_core::gate::{Gate, GateConfig, GateMethod};
-use acp_lsp_core::jsonrpc::RequestId;
 use acp_lsp::lsp::config::Config;
 use acp_lsp::lsp::detect::find_on_path;
 use acp_lsp::lsp::registry::{Registry, RegistryOptions};
+use acp_lsp_core::gate::{Gate, GateConfig, GateMethod};
+use acp_lsp_core::jsonrpc::RequestId;
 use serde_json::{json, Value};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};

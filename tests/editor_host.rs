@@ -66,7 +66,8 @@ impl Agent {
 }
 
 fn start(root: &std::path::Path) -> Agent {
-    let built = cargo_build::build_in("acp-lsp-core", &[], &["editor-host"], false).expect("building the example");
+    let built = cargo_build::build_in("acp-lsp-core", &[], &["editor-host"], false)
+        .expect("building the example");
     let mut child = Command::new(&built["editor-host"])
         .arg(root)
         .stdin(Stdio::piped())
@@ -218,7 +219,8 @@ fn the_conformance_agent_passes_the_editor_host() {
         .expect("cp");
     assert!(copied.success(), "copying the scenario's workspace");
     let report = tmp.path().join("report.json");
-    let built = cargo_build::build_in("acp-lsp-core", &[], &["editor-host"], false).expect("building the example");
+    let built = cargo_build::build_in("acp-lsp-core", &[], &["editor-host"], false)
+        .expect("building the example");
     let mut host = Command::new(&built["editor-host"]);
     host.arg(&root)
         .arg("--")

@@ -18,12 +18,12 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use acp_lsp_core::gate::{GateMethod, ServerState};
-use acp_lsp_core::jsonrpc::{ErrorObject, Limits};
 use acp_lsp::lsp::config::{Config, ServerConfig};
 use acp_lsp::lsp::connection::{Connection, Reply, ServerMessages};
 use acp_lsp::lsp::registry::RegistryOptions;
 use acp_lsp::lsp::server::MAX_CRASHES;
+use acp_lsp_core::gate::{GateMethod, ServerState};
+use acp_lsp_core::jsonrpc::{ErrorObject, Limits};
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};

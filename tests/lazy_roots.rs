@@ -13,10 +13,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use acp_lsp_core::gate::{Gate, GateConfig, GateMethod, ServerState};
-use acp_lsp_core::jsonrpc::RequestId;
 use acp_lsp::lsp::config::Config;
 use acp_lsp::lsp::registry::{Registry, RegistryOptions};
+use acp_lsp_core::gate::{Gate, GateConfig, GateMethod, ServerState};
+use acp_lsp_core::jsonrpc::RequestId;
 use serde_json::{json, Value};
 use support::recorded::file_uri;
 use support::require;

@@ -12,7 +12,6 @@
 mod support;
 
 use acp_lsp::acp::relay::{self, RelayEnd, RelayOptions};
-use acp_lsp_core::gate::Gate;
 use acp_lsp::host::ProxyHost;
 use acp_lsp::lsp::config::{Config, ServerConfig};
 use acp_lsp::lsp::registry::{Registry, RegistryOptions};
@@ -22,6 +21,7 @@ use acp_lsp::mcp::inject::{HttpEntry, StdioEntry};
 use acp_lsp::mcp::socket::McpSocket;
 use acp_lsp::mcp::tokens::TokenTable;
 use acp_lsp::mcp::McpRelay;
+use acp_lsp_core::gate::Gate;
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::service::RunningService;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;

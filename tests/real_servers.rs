@@ -693,8 +693,8 @@ fn build_script_project() -> tempfile::TempDir {
 /// until rust-analyzer reports ready (quiescent: workspace, build scripts and
 /// proc macros loaded), and says whether the build script ran.
 async fn build_script_ran(config: acp_lsp::lsp::config::Config) -> bool {
-    use acp_lsp_core::gate::{Gate, GateConfig};
     use acp_lsp::lsp::registry::{Registry, RegistryOptions};
+    use acp_lsp_core::gate::{Gate, GateConfig};
     require("rust-analyzer", RUST.install);
     let project = build_script_project();
     let root = project.path().canonicalize().expect("canonical root");

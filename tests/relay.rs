@@ -1773,7 +1773,9 @@ async fn gate_calls_answer_through_panics_and_leave_no_entry_when_dropped() {
 /// finished request gives its place back. Nothing is queued.
 #[tokio::test]
 async fn requests_over_the_quotas_are_refused_at_once_with_a_retryable_reason() {
-    use acp_lsp_core::gate::{GateMethod, DEFAULT_MAX_REQUESTS_PER_SESSION, DEFAULT_MAX_REQUESTS_TOTAL};
+    use acp_lsp_core::gate::{
+        GateMethod, DEFAULT_MAX_REQUESTS_PER_SESSION, DEFAULT_MAX_REQUESTS_TOTAL,
+    };
     use acp_lsp_core::jsonrpc::RequestId;
     const { assert!(DEFAULT_MAX_REQUESTS_PER_SESSION <= DEFAULT_MAX_REQUESTS_TOTAL) };
     let host = FakeHost::new();

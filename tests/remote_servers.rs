@@ -15,11 +15,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use acp_lsp::lsp::config::Config;
+use acp_lsp::lsp::registry::{Registry, RegistryOptions};
 use acp_lsp_core::gate::{Gate, GateConfig, GateMethod, ServerState};
 use acp_lsp_core::jsonrpc::content_length::{ContentLengthCodec, LspFrame};
 use acp_lsp_core::jsonrpc::{Limits, RequestId};
-use acp_lsp::lsp::config::Config;
-use acp_lsp::lsp::registry::{Registry, RegistryOptions};
 use futures::{SinkExt, StreamExt};
 use parking_lot::Mutex;
 use serde_json::value::RawValue;

@@ -20,9 +20,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use acp_lsp_core::gate::GateError;
 use acp_lsp::lsp::config::Config;
 use acp_lsp::oneshot::{FileLocation, OneShot, OneShotError, RenameError, RenameOutcome};
+use acp_lsp_core::gate::GateError;
 use serde_json::{json, Value};
 
 /// Upper bound on one `rename` or request (the server may have to start and

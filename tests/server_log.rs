@@ -5,9 +5,9 @@
 
 mod support;
 
-use acp_lsp_core::gate::ServerState;
 use acp_lsp::lsp::registry::RegistryOptions;
 use acp_lsp::lsp::server::MAX_CRASHES;
+use acp_lsp_core::gate::ServerState;
 use serde_json::Value;
 use std::time::Duration;
 use support::captured_log::CapturedLog;

@@ -5,8 +5,8 @@
 
 mod support;
 
-use acp_lsp_core::gate::GateMethod;
 use acp_lsp::lsp::registry::RegistryOptions;
+use acp_lsp_core::gate::GateMethod;
 use serde_json::json;
 use support::captured_log::CapturedLog;
 use support::fake::{FakeServer, SESSION};

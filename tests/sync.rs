@@ -20,9 +20,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use acp_lsp_core::gate::{GateMethod, LspHost, ServerState};
 use acp_lsp::lsp::config::ServerConfig;
 use acp_lsp::lsp::registry::RegistryOptions;
+use acp_lsp_core::gate::{GateMethod, LspHost, ServerState};
 use serde_json::{json, Value};
 
 /// Longest wait for the server to become ready.

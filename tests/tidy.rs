@@ -513,7 +513,10 @@ fn core_src_dir() -> PathBuf {
 
 /// Each crate with library code, with its layer rules.
 fn crates() -> [(PathBuf, &'static [(&'static str, Forbidden)]); 2] {
-    [(src_dir(), PROXY_FORBIDDEN), (core_src_dir(), CORE_FORBIDDEN)]
+    [
+        (src_dir(), PROXY_FORBIDDEN),
+        (core_src_dir(), CORE_FORBIDDEN),
+    ]
 }
 
 fn show(module: &ModPath) -> String {

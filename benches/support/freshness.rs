@@ -15,8 +15,8 @@ use super::{
     fake_config, fake_workspace, file_uri, median, percentile, FifoRecorder, GateStack, Table,
     Verdict, START_TIMEOUT,
 };
-use acp_lsp_core::gate::{GateMethod, LspHost as _};
 use acp_lsp::lsp::registry::RegistryOptions;
+use acp_lsp_core::gate::{GateMethod, LspHost as _};
 use anyhow::{ensure, Context, Result};
 use notify::Watcher as _;
 use serde_json::json;

@@ -22,13 +22,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use acp_lsp_core::gate::{Gate, GateConfig, GateMethod};
-use acp_lsp_core::jsonrpc::{ErrorObject, Limits, RequestId};
 use acp_lsp::lsp::config::{Config, ServerConfig};
 use acp_lsp::lsp::connection::{Connection, Reply, ServerMessages};
 use acp_lsp::lsp::handshake::initialize_params;
 use acp_lsp::lsp::registry::{Registry, RegistryOptions};
 use acp_lsp::record::{Direction, Recorder};
+use acp_lsp_core::gate::{Gate, GateConfig, GateMethod};
+use acp_lsp_core::jsonrpc::{ErrorObject, Limits, RequestId};
 use anyhow::{bail, Context, Result};
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
@@ -54,13 +54,9 @@ pub fn acp_lsp_bin() -> &'static str {
 pub fn fake_bin() -> &'static str {
     static PATH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     PATH.get_or_init(|| {
-        let built = cargo_build::build_in(
-            "acp-lsp-fake-server",
-            &["acp-lsp-fake-server"],
-            &[],
-            false,
-        )
-        .expect("BUG: building acp-lsp-fake-server failed");
+        let built =
+            cargo_build::build_in("acp-lsp-fake-server", &["acp-lsp-fake-server"], &[], false)
+                .expect("BUG: building acp-lsp-fake-server failed");
         built["acp-lsp-fake-server"].display().to_string()
     })
 }

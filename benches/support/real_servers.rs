@@ -9,12 +9,12 @@
 use super::{
     file_uri, is_success, median, micros, raw, Direct, GateStack, Table, Verdict, CALL_TIMEOUT,
 };
-use acp_lsp_core::gate::GateMethod;
-use acp_lsp_core::jsonrpc::ErrorObject;
 use acp_lsp::lsp::config::{Config, ServerConfig};
 use acp_lsp::lsp::connection::ServerMessages;
 use acp_lsp::lsp::detect::find_on_path;
 use acp_lsp::lsp::registry::RegistryOptions;
+use acp_lsp_core::gate::GateMethod;
+use acp_lsp_core::jsonrpc::ErrorObject;
 use anyhow::{ensure, Context, Result};
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
@@ -100,7 +100,7 @@ pub async fn run(table: &Table) -> Result<()> {
     config.settings =
         json!({"rust-analyzer": {"checkOnSave": false, "cargo": {"targetDir": true}}});
     config.request_timeout_ms = CALL_TIMEOUT.as_millis() as u64;
-    let file = root.join("src/gate/host.rs");
+    let file = root.join("crates/acp-lsp-core/src/gate/host.rs");
     let (line, character) = position_of(&file, "pub trait LspHost", "LspHost")?;
     let uri = file_uri(&file);
     let references = json!({"textDocument": {"uri": uri}, "position": {"line": line, "character": character},

@@ -8,9 +8,9 @@ use super::{
     fake_config, fake_workspace, file_uri, is_success, median, micros, percentile, raw, Direct,
     GateStack, NullHandler, Table, Verdict, CALL_TIMEOUT, START_TIMEOUT,
 };
-use acp_lsp_core::gate::GateMethod;
 use acp_lsp::lsp::connection::{Connection, Reply};
 use acp_lsp::lsp::registry::RegistryOptions;
+use acp_lsp_core::gate::GateMethod;
 use anyhow::{bail, ensure, Context, Result};
 use serde_json::json;
 use serde_json::value::RawValue;

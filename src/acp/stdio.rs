@@ -4,7 +4,7 @@
 //!
 //! `tokio::io::stdin()`/`stdout()` run every `read` and `write` on the
 //! blocking pool: a thread handoff in each direction of every round trip
-//! (BENCHMARKS.md, issue 16). When a descriptor is a pipe, it is opened again
+//! (docs/benchmark-history.md, issue 16). When a descriptor is a pipe, it is opened again
 //! through `/proc/self/fd/N`, which gives a new open file description of the
 //! same pipe: only that one is made non-blocking, so the description the
 //! editor (or a shell) may share with us keeps its flags. Anything else (a

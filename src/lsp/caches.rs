@@ -5,7 +5,7 @@
 //! [`prepare_launch`] does the I/O right before each spawn (directories,
 //! clangd's compilation database) and says what to add to the command line.
 //!
-//! Per server (README "Caches"): clangd's background index goes beside the
+//! Per server (docs/configuration.md "Caches and build output"): clangd's background index goes beside the
 //! compilation database it is given, so a generated one here keeps
 //! `.cache/clangd/` out of the project ([`super::clangd`]); rust-analyzer's
 //! `cargo check` and build-script output goes to `cargo.targetDir` set here.

@@ -74,7 +74,7 @@
 //! | `probe_args` | list of strings: the arguments of `acp-lsp servers`' start check (`lsp::probe`) | `["--version"]` (pyright, basedpyright: `["--stdio"]`) |
 //! | `enabled` | boolean | `true` |
 //! | `connect` | `"tcp://host:port"`, `"unix:/path"`, `"ws://…"` or `"wss://…"`: reach a running server instead of starting `command` (`lsp::remote`) | unset |
-//! | `token_env`, `token_via`, `subprotocol`, `tls_ca_file`, `path_map` | see README "Remote servers" | unset |
+//! | `token_env`, `token_via`, `subprotocol`, `tls_ca_file`, `path_map` | see docs/configuration.md "Remote servers" | unset |
 //! | `secondary` | boolean: run even when another installed server of the same primary language comes first (`lsp::primary`) | `false` |
 //!
 //! Over an existing server, a given key replaces the old value, except `settings`,

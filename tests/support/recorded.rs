@@ -6,11 +6,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use acp_lsp_core::gate::{Gate, GateConfig, GateMethod};
-use acp_lsp_core::jsonrpc::RequestId;
 use acp_lsp::lsp::config::Config;
 use acp_lsp::lsp::registry::{Registry, RegistryOptions};
 use acp_lsp::record::Recorder;
+use acp_lsp_core::gate::{Gate, GateConfig, GateMethod};
+use acp_lsp_core::jsonrpc::RequestId;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 

@@ -164,7 +164,6 @@ pub(crate) fn real_path(_path: &std::path::Path) -> io::Result<std::path::PathBu
     Err(io::Error::from(io::ErrorKind::Unsupported))
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

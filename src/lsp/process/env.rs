@@ -5,7 +5,7 @@
 use super::*;
 
 /// Variables a server inherits by exact name, each with the reason it is
-/// needed. README.md ("Server environment") lists the same table.
+/// needed. docs/configuration.md ("Server environment") lists the same table.
 pub(crate) const ENV_ALLOWED: &[(&str, &str)] = &[
     (
         "PATH",
