@@ -6,12 +6,14 @@ use acp_lsp::cli::progress::Progress;
 use acp_lsp::cli::UsageError;
 use acp_lsp::conformance;
 use acp_lsp::daemon::client::RemoteHost;
-use acp_lsp::host::ProxyHost;
 use acp_lsp::lsp::config::Config;
 use acp_lsp::lsp::registry::{Registry, RegistryOptions};
 use acp_lsp::mcp::McpMode;
-use acp_lsp::oneshot::{params_file, OneShot, OneShotError, RenameError, RenameOutcome};
+use acp_lsp::proxy_host::ProxyHost;
 use acp_lsp::record::Recorder;
+use acp_lsp::session_facade::{
+    params_file, FacadeError, RenameError, RenameOutcome, SessionFacade,
+};
 use acp_lsp_core::gate::Gate;
 use anyhow::Context;
 use clap::Parser;
@@ -113,8 +115,8 @@ fn is_usage(error: &anyhow::Error) -> bool {
                 .downcast_ref::<RenameError>()
                 .is_some_and(RenameError::is_usage)
             || cause
-                .downcast_ref::<OneShotError>()
-                .is_some_and(OneShotError::is_usage)
+                .downcast_ref::<FacadeError>()
+                .is_some_and(FacadeError::is_usage)
     })
 }
 
@@ -287,7 +289,7 @@ fn run_request(
     let root = existing_dir(root, "--root")?;
     let runtime = tokio::runtime::Runtime::new()?;
     let result = runtime.block_on(async {
-        let tool = OneShot::start(&root, config);
+        let tool = SessionFacade::start(&root, config);
         let progress = Progress::start(method.clone(), tool.registry().cloned());
         let file = params_file(&params);
         let outcome = async {
@@ -321,7 +323,7 @@ fn run_rename(args: RenameArgs) -> anyhow::Result<ExitCode> {
     let root = existing_dir(root, "--root")?;
     let runtime = tokio::runtime::Runtime::new()?;
     let outcome = runtime.block_on(async {
-        let tool = OneShot::start(&root, config);
+        let tool = SessionFacade::start(&root, config);
         let progress = Progress::start(
             format!("rename {location} → {new_name}"),
             tool.registry().cloned(),

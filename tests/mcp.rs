@@ -12,7 +12,6 @@
 mod support;
 
 use acp_lsp::acp::relay::{self, RelayEnd, RelayOptions};
-use acp_lsp::host::ProxyHost;
 use acp_lsp::lsp::config::{Config, ServerConfig};
 use acp_lsp::lsp::registry::{Registry, RegistryOptions};
 use acp_lsp::mcp::editor::EditorFs;
@@ -21,6 +20,7 @@ use acp_lsp::mcp::inject::{HttpEntry, StdioEntry};
 use acp_lsp::mcp::socket::McpSocket;
 use acp_lsp::mcp::tokens::TokenTable;
 use acp_lsp::mcp::McpRelay;
+use acp_lsp::proxy_host::ProxyHost;
 use acp_lsp_core::gate::Gate;
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::service::RunningService;

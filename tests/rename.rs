@@ -1,4 +1,4 @@
-//! From `WorkspaceEdit` to file writes, with real servers: `OneShot::rename`
+//! From `WorkspaceEdit` to file writes, with real servers: `SessionFacade::rename`
 //! asks the server, plans the edit against the disk and applies it, and the
 //! project still builds afterwards (`cargo check`, `cc -fsyntax-only`, a
 //! Python import). Also: a module rename that moves a file (a `RenameFile`
@@ -21,7 +21,9 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use acp_lsp::lsp::config::Config;
-use acp_lsp::oneshot::{FileLocation, OneShot, OneShotError, RenameError, RenameOutcome};
+use acp_lsp::session_facade::{
+    FacadeError, FileLocation, RenameError, RenameOutcome, SessionFacade,
+};
 use acp_lsp_core::gate::GateError;
 use serde_json::{json, Value};
 
@@ -45,7 +47,7 @@ struct Project {
     dir: tempfile::TempDir,
     /// The copy's canonical path.
     root: PathBuf,
-    tool: OneShot,
+    tool: SessionFacade,
     started: Instant,
 }
 
@@ -68,7 +70,7 @@ impl Project {
         if let Some(prepare) = prepare {
             prepare(&root);
         }
-        let tool = OneShot::start(&root, Config::builtin());
+        let tool = SessionFacade::start(&root, Config::builtin());
         Project {
             dir,
             root,
@@ -495,7 +497,7 @@ async fn rust_analyzer_refuses_to_rename_whitespace_or_a_comment() {
     for at in [&comment, &whitespace] {
         match project.rename(at, "renamed", false).await {
             // The server says why, through the gate.
-            Err(RenameError::Gate(OneShotError::Gate {
+            Err(RenameError::Gate(FacadeError::Gate {
                 error: error @ GateError::ServerError { .. },
                 method,
                 server,

@@ -17,8 +17,8 @@
 //!   `gate` uses only `jsonrpc` and `sys`. (That the core uses nothing of the
 //!   proxy is the crate boundary's: it does not depend on it.)
 //! - In the proxy, `sys` uses nothing of ours; `read` and `record` only `sys`.
-//! - `lsp` uses no `acp`, `mcp`, `conformance`, `oneshot`, `cli`, `edit`.
-//! - `edit` uses no `acp`, `mcp`, `conformance`, `oneshot`, `cli`, `lsp`.
+//! - `lsp` uses no `acp`, `mcp`, `conformance`, `session_facade`, `cli`, `edit`.
+//! - `edit` uses no `acp`, `mcp`, `conformance`, `session_facade`, `cli`, `lsp`.
 //! - No two files of one directory use each other, directly or round a
 //!   longer circle; a subdirectory counts as one file (`lsp/server/` is one
 //!   entry of `lsp/`), and a file may use its own directory's `mod.rs`.
@@ -72,14 +72,22 @@ const PROXY_FORBIDDEN: &[(&str, Forbidden)] = &[
             "cli",
             "conformance",
             "edit",
-            "host",
+            "proxy_host",
             "mcp",
-            "oneshot",
+            "session_facade",
         ]),
     ),
     (
         "edit",
-        These(&["acp", "cli", "conformance", "host", "lsp", "mcp", "oneshot"]),
+        These(&[
+            "acp",
+            "cli",
+            "conformance",
+            "lsp",
+            "mcp",
+            "proxy_host",
+            "session_facade",
+        ]),
     ),
     (
         "daemon",
@@ -88,9 +96,9 @@ const PROXY_FORBIDDEN: &[(&str, Forbidden)] = &[
             "cli",
             "conformance",
             "edit",
-            "host",
+            "proxy_host",
             "mcp",
-            "oneshot",
+            "session_facade",
         ]),
     ),
 ];

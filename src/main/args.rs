@@ -3,7 +3,7 @@
 
 use acp_lsp::acp::relay::LspMode;
 use acp_lsp::mcp::McpMode;
-use acp_lsp::oneshot::FileLocation;
+use acp_lsp::session_facade::FileLocation;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 

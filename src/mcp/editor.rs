@@ -11,8 +11,8 @@
 
 use crate::edit::{AgentFs, AgentFsError};
 use crate::gate::{Gate, LspHost};
-use crate::host::ProxyHost;
 use crate::jsonrpc::RequestId;
+use crate::proxy_host::ProxyHost;
 use serde_json::json;
 use serde_json::value::RawValue;
 use std::collections::HashMap;

@@ -18,7 +18,7 @@ use super::editor::EditorFs;
 use super::tokens::TokenTable;
 use super::tools::LspTools;
 use crate::gate::Gate;
-use crate::host::ProxyHost;
+use crate::proxy_host::ProxyHost;
 use crate::sys::FdKind;
 use rmcp::ServiceExt;
 use std::os::fd::{AsFd, OwnedFd};

@@ -10,8 +10,8 @@ use super::tokens::TokenTable;
 use super::tools::READY_WAIT;
 use super::McpRelay;
 use crate::gate::Gate;
-use crate::host::ProxyHost;
 use crate::lsp::config::McpHttpLimits;
+use crate::proxy_host::ProxyHost;
 use std::sync::Arc;
 
 /// Why the MCP server could not start.

@@ -2,7 +2,7 @@
 //! paths and 1-based line/column as agents use them, compact text out plus
 //! structured content.
 //!
-//! Every request goes through the gate ([`OneShot`] over the session, which
+//! Every request goes through the gate ([`SessionFacade`] over the session, which
 //! calls [`crate::gate::Gate::call_internal`]): the same confinement,
 //! refusals, limits and deadlines as the agent's own `lsp/request`. A server
 //! that is not ready is waited for up to [`READY_WAIT`]; after that the tool
@@ -28,12 +28,12 @@ use crate::edit::{
 };
 use crate::gate::confine::ConfineError;
 use crate::gate::{Gate, GateError, GateMethod, ServerEntry, ServerState};
-use crate::host::ProxyHost;
 use crate::lsp::documents::MAX_DOCUMENT_BYTES;
-use crate::oneshot::{
-    capabilities_of, FileLocation, OneShot, OneShotError, RenameEdit, RenameError,
-};
+use crate::proxy_host::ProxyHost;
 use crate::read::{read_confined, read_confined_blocking, ReadError};
+use crate::session_facade::{
+    capabilities_of, FacadeError, FileLocation, RenameEdit, RenameError, SessionFacade,
+};
 use rmcp::handler::server::{router::tool::ToolRouter, wrapper::Parameters};
 use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
 use rmcp::{schemars, tool, tool_handler, tool_router, ServerHandler};
@@ -74,7 +74,7 @@ type ToolResult<T> = Result<T, String>;
 
 /// What a position tool resolved before asking its server.
 struct At {
-    tool: OneShot,
+    tool: SessionFacade,
     encoding: PositionEncoding,
     server_id: String,
     server: String,
@@ -111,9 +111,9 @@ fn reply(outcome: ToolResult<CallToolResult>) -> Result<CallToolResult, rmcp::Er
 
 /// Says what went wrong in the agent's terms; a server still loading is
 /// "still indexing", so that no one reads the failure as an empty answer.
-fn describe(error: OneShotError) -> String {
+fn describe(error: FacadeError) -> String {
     match &error {
-        OneShotError::Gate {
+        FacadeError::Gate {
             error: GateError::ServerNotRunning { server, .. },
             ..
         } if server.status.will_run() => format!(
@@ -121,7 +121,7 @@ fn describe(error: OneShotError) -> String {
             server.name,
             server.status.as_str(),
         ),
-        OneShotError::Gate { error, .. } => format!("{error} ({})", error.reason()),
+        FacadeError::Gate { error, .. } => format!("{error} ({})", error.reason()),
         _ => error.to_string(),
     }
 }
@@ -153,7 +153,7 @@ impl LspTools {
     }
 
     /// The helpers over this connection's session.
-    async fn session(&self) -> ToolResult<OneShot> {
+    async fn session(&self) -> ToolResult<SessionFacade> {
         let Some(session) = self.lease.session(SESSION_BIND_WAIT).await else {
             return Err(
                 "this MCP connection's ACP session is not open (it was never \
@@ -161,7 +161,7 @@ impl LspTools {
                     .into(),
             );
         };
-        OneShot::attach(
+        SessionFacade::attach(
             &self.gate,
             &session,
             self.ready_wait,
@@ -386,7 +386,7 @@ impl LspTools {
     async fn lsp_request_inner(&self, args: LspRequestArgs) -> ToolResult<CallToolResult> {
         let tool = self.session().await?;
         let params = args.params.unwrap_or(Value::Null);
-        let file = crate::oneshot::params_file(&params);
+        let file = crate::session_facade::params_file(&params);
         let by_id = match &args.server {
             Some(server) => tool
                 .servers()

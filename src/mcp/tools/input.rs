@@ -99,7 +99,7 @@ pub struct LspRequestArgs {
 /// root). Confined before the file is touched, with the gate's check, so
 /// that the answer for a file outside the roots is the same whether it
 /// exists or not.
-pub(super) fn resolve(tool: &OneShot, file: &str) -> ToolResult<PathBuf> {
+pub(super) fn resolve(tool: &SessionFacade, file: &str) -> ToolResult<PathBuf> {
     match tool.confine(Path::new(file)) {
         Ok(path) => Ok(path),
         Err(ConfineError::OutsideRoots { .. }) => Err(outside_roots(file)),
@@ -118,7 +118,7 @@ pub(super) fn outside_roots(file: &str) -> String {
 /// ([`TextCache`]), else confined again at the moment of the read, a regular
 /// file under the document size limit, read off the runtime threads.
 pub(super) async fn read_text(
-    tool: &OneShot,
+    tool: &SessionFacade,
     cache: &TextCache,
     path: &Path,
     file: &str,
@@ -213,7 +213,7 @@ pub(super) fn lsp_position(
 
 /// The server for `file` (or named `name`), once ready.
 pub(super) async fn ready_server(
-    tool: &OneShot,
+    tool: &SessionFacade,
     name: Option<&str>,
     file: Option<&Path>,
 ) -> ToolResult<ServerEntry> {
@@ -223,7 +223,10 @@ pub(super) async fn ready_server(
 
 /// Waits up to the tool's ready wait ([`READY_WAIT`]) for `entry`'s server
 /// to be ready; a server still loading after that is reported as still indexing.
-pub(super) async fn wait_ready(tool: &OneShot, entry: ServerEntry) -> ToolResult<ServerEntry> {
+pub(super) async fn wait_ready(
+    tool: &SessionFacade,
+    entry: ServerEntry,
+) -> ToolResult<ServerEntry> {
     // Ready already (the common case): started, with its capabilities; no
     // second listing.
     if entry.status() == ServerState::Ready {

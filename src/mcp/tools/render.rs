@@ -26,7 +26,7 @@ impl Point {
 /// confined to the session: kept from earlier calls while unchanged
 /// ([`TextCache`]), else read off the runtime threads ([`Files::load`]).
 pub(super) struct Files<'a> {
-    tool: &'a OneShot,
+    tool: &'a SessionFacade,
     cache: &'a TextCache,
     texts: HashMap<PathBuf, Option<Arc<Text>>>,
     encoding: PositionEncoding,
@@ -39,7 +39,7 @@ pub(super) struct Files<'a> {
 impl<'a> Files<'a> {
     /// `encoding`: the position encoding of the server whose results are read.
     pub(super) fn new(
-        tool: &'a OneShot,
+        tool: &'a SessionFacade,
         cache: &'a TextCache,
         encoding: PositionEncoding,
     ) -> Files<'a> {
@@ -188,7 +188,7 @@ impl<'a> Files<'a> {
 
 /// Location | Location[] | LocationLink[] | null as `file:line:col: text` lines.
 pub(super) async fn render_locations(
-    tool: &OneShot,
+    tool: &SessionFacade,
     cache: &TextCache,
     encoding: PositionEncoding,
     result: &Value,
@@ -304,7 +304,7 @@ pub(super) fn render_symbols(symbols: &[Symbol], empty: &str) -> CallToolResult 
 }
 
 pub(super) fn render_report(
-    tool: &OneShot,
+    tool: &SessionFacade,
     cache: &TextCache,
     report: &ApplyReport,
     server: &str,

@@ -2,11 +2,11 @@
 //! `acp-lsp rename`): its own session over one root, and a rename planned
 //! and applied on disk (or shown as a diff).
 
-use super::{FileLocation, OneShot, RenameEdit, RenameError};
+use super::{FileLocation, RenameEdit, RenameError, SessionFacade};
 use crate::gate::Gate;
-use crate::host::ProxyHost;
 use crate::lsp::config::Config;
 use crate::lsp::registry::{Registry, RegistryOptions};
+use crate::proxy_host::ProxyHost;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,9 +27,9 @@ pub enum RenameOutcome {
     Unchanged,
 }
 
-impl OneShot {
+impl SessionFacade {
     /// Opens the session. Servers start on first use: only the one asked is spawned.
-    pub fn start(root: &Path, config: Config) -> OneShot {
+    pub fn start(root: &Path, config: Config) -> SessionFacade {
         let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
         let gate_config = config.gate_config();
         let registry = Registry::new(
@@ -41,7 +41,7 @@ impl OneShot {
         );
         let gate = Gate::new(Arc::new(ProxyHost::Local(registry)), gate_config);
         gate.open_session(SESSION, vec![root.clone()]);
-        OneShot {
+        SessionFacade {
             roots: vec![root],
             session: SESSION.to_string(),
             gate,

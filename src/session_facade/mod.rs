@@ -1,7 +1,7 @@
 //! The session facade: requests through the gate for one session, with the
 //! same refusals, confinement and document sync as an agent's. The MCP
-//! tools (`crate::mcp`) use it over an agent's session ([`OneShot::attach`]);
-//! the command line (`acp-lsp request`, `acp-lsp rename`; `oneshot::cli`)
+//! tools (`crate::mcp`) use it over an agent's session ([`SessionFacade::attach`]);
+//! the command line (`acp-lsp request`, `acp-lsp rename`; `session_facade::cli`)
 //! over a session of its own.
 
 mod cli;
@@ -10,9 +10,9 @@ pub use self::cli::{RenameOutcome, READY_WAIT, SESSION};
 
 use crate::gate::confine::{ConfineError, Confinement};
 use crate::gate::{Gate, GateError, GateMethod, LspHost, ServerEntry};
-use crate::host::ProxyHost;
 use crate::lsp::documents::MAX_DOCUMENT_BYTES;
 use crate::lsp::registry::Registry;
+use crate::proxy_host::ProxyHost;
 use crate::read::{read_confined, ReadError};
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
@@ -22,7 +22,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 #[derive(Debug, thiserror::Error)]
-pub enum OneShotError {
+pub enum FacadeError {
     #[error(
         "no language server handles {what} under {root}; `acp-lsp servers {root}` shows what would run"
     )]
@@ -60,16 +60,16 @@ fn unknown_server_text(name: &str, known: &[String], root: &str) -> String {
     }
 }
 
-impl OneShotError {
+impl FacadeError {
     /// Whether the command was called wrongly (a name that is not one of
     /// the choices) rather than something failing.
     pub fn is_usage(&self) -> bool {
         matches!(
             self,
-            OneShotError::UnknownServerName { .. } | OneShotError::NoServer { .. }
+            FacadeError::UnknownServerName { .. } | FacadeError::NoServer { .. }
         ) || matches!(
             self,
-            OneShotError::Gate {
+            FacadeError::Gate {
                 error: GateError::Confined(_),
                 ..
             }
@@ -79,7 +79,7 @@ impl OneShotError {
 
 /// Requests through the gate for one session: the CLI's own session over one
 /// root, or (for the MCP server) an agent's session.
-pub struct OneShot {
+pub struct SessionFacade {
     /// The session's roots; the first is where relative paths start.
     roots: Vec<PathBuf>,
     session: String,
@@ -90,7 +90,7 @@ pub struct OneShot {
     cancel: CancellationToken,
 }
 
-impl OneShot {
+impl SessionFacade {
     /// The helpers over an open session of `gate` (`None` when the gate does
     /// not know it). Requests wait up to `ready_wait` for their server.
     pub(crate) fn attach(
@@ -98,9 +98,9 @@ impl OneShot {
         session_id: &str,
         ready_wait: Duration,
         cancel: CancellationToken,
-    ) -> Option<OneShot> {
+    ) -> Option<SessionFacade> {
         let session = gate.sessions().get(session_id)?;
-        Some(OneShot {
+        Some(SessionFacade {
             roots: session.roots().to_vec(),
             session: session_id.to_string(),
             gate: Arc::clone(gate),
@@ -157,7 +157,7 @@ impl OneShot {
         }
     }
 
-    /// Reads a confined file ([`OneShot::confine`]'s answer) off the runtime
+    /// Reads a confined file ([`SessionFacade::confine`]'s answer) off the runtime
     /// threads: a regular file of at most [`MAX_DOCUMENT_BYTES`], whose real
     /// path at the moment of the read is still inside the session.
     pub(crate) async fn read_text(&self, path: &Path) -> Result<String, ReadError> {
@@ -192,9 +192,9 @@ impl OneShot {
         &self,
         method: GateMethod,
         params: Value,
-    ) -> Result<Box<RawValue>, OneShotError> {
+    ) -> Result<Box<RawValue>, FacadeError> {
         let params = serde_json::value::to_raw_value(&params)
-            .map_err(|e| OneShotError::Protocol(e.to_string()))?;
+            .map_err(|e| FacadeError::Protocol(e.to_string()))?;
         match self
             .gate
             .call_internal(method, Some(&params), self.cancel.clone())
@@ -207,7 +207,7 @@ impl OneShot {
                 } else {
                     None
                 };
-                Err(OneShotError::Gate {
+                Err(FacadeError::Gate {
                     error,
                     method,
                     server,
@@ -232,12 +232,12 @@ impl OneShot {
     }
 
     /// The `lsp/servers` entries.
-    pub async fn servers(&self) -> Result<Vec<ServerEntry>, OneShotError> {
+    pub async fn servers(&self) -> Result<Vec<ServerEntry>, FacadeError> {
         self.gate
             .servers_of(&self.session)
             .await
             .map(|result| result.servers)
-            .map_err(|error| OneShotError::Gate {
+            .map_err(|error| FacadeError::Gate {
                 error,
                 method: None,
                 server: None,
@@ -250,48 +250,48 @@ impl OneShot {
         &self,
         name: Option<&str>,
         file: Option<&Path>,
-    ) -> Result<ServerEntry, OneShotError> {
+    ) -> Result<ServerEntry, FacadeError> {
         let servers = self.servers().await?;
         self.pick_from(servers, name, file)
     }
 
-    /// [`OneShot::pick_server`] over [`OneShot::servers_brief`]: for callers
+    /// [`SessionFacade::pick_server`] over [`SessionFacade::servers_brief`]: for callers
     /// that use the entry to address a request (the MCP tools, per call).
     pub async fn pick_server_brief(
         &self,
         name: Option<&str>,
         file: Option<&Path>,
-    ) -> Result<ServerEntry, OneShotError> {
+    ) -> Result<ServerEntry, FacadeError> {
         let servers = self.servers_brief().await?;
         self.pick_from(servers, name, file)
     }
 
     /// The `lsp/servers` entries without what only a listing shows
     /// (`memoryBytes`, `degradedRoots`): no `/proc` read per server.
-    pub async fn servers_brief(&self) -> Result<Vec<ServerEntry>, OneShotError> {
-        let session =
-            self.gate
-                .sessions()
-                .get(&self.session)
-                .ok_or_else(|| OneShotError::Gate {
-                    error: GateError::UnknownSession(self.session.clone()),
-                    method: None,
-                    server: None,
-                })?;
+    pub async fn servers_brief(&self) -> Result<Vec<ServerEntry>, FacadeError> {
+        let session = self
+            .gate
+            .sessions()
+            .get(&self.session)
+            .ok_or_else(|| FacadeError::Gate {
+                error: GateError::UnknownSession(self.session.clone()),
+                method: None,
+                server: None,
+            })?;
         Ok(self.gate.host().servers_brief(&session).await)
     }
 
-    /// The server [`OneShot::pick_server`] picks among `servers`.
+    /// The server [`SessionFacade::pick_server`] picks among `servers`.
     fn pick_from(
         &self,
         servers: Vec<ServerEntry>,
         name: Option<&str>,
         file: Option<&Path>,
-    ) -> Result<ServerEntry, OneShotError> {
+    ) -> Result<ServerEntry, FacadeError> {
         if let Some(name) = name.filter(|n| !servers.iter().any(|s| s.name == *n)) {
             let mut known: Vec<String> = servers.iter().map(|s| s.name.clone()).collect();
             known.dedup();
-            return Err(OneShotError::UnknownServerName {
+            return Err(FacadeError::UnknownServerName {
                 name: name.to_string(),
                 known,
                 root: self.root().display().to_string(),
@@ -320,7 +320,7 @@ impl OneShot {
         candidates
             .first()
             .map(|s| (*s).clone())
-            .ok_or_else(|| OneShotError::NoServer {
+            .ok_or_else(|| FacadeError::NoServer {
                 what: match (name, file) {
                     (Some(name), _) => format!("server {name}"),
                     (None, Some(file)) => file.display().to_string(),
@@ -338,7 +338,7 @@ impl OneShot {
         server_id: &str,
         method: &str,
         params: Value,
-    ) -> Result<Box<RawValue>, OneShotError> {
+    ) -> Result<Box<RawValue>, FacadeError> {
         // The gate's result for an internal call is `lspResult` itself.
         self.call(
             GateMethod::Request,
@@ -363,19 +363,19 @@ impl OneShot {
         &self,
         server_id: &str,
         files: Vec<Value>,
-    ) -> Result<Box<RawValue>, OneShotError> {
+    ) -> Result<Box<RawValue>, FacadeError> {
         let params = self.request_params(
             server_id,
             "workspace/willRenameFiles",
             json!({ "files": files }),
         );
         let params = serde_json::value::to_raw_value(&params)
-            .map_err(|e| OneShotError::Protocol(e.to_string()))?;
+            .map_err(|e| FacadeError::Protocol(e.to_string()))?;
         self.gate
             .call_internal_file_lifecycle(&params, self.cancel.clone())
             .await
             .map(|reply| reply.result)
-            .map_err(|(error, method)| OneShotError::Gate {
+            .map_err(|(error, method)| FacadeError::Gate {
                 error,
                 method,
                 server: None,
@@ -389,7 +389,7 @@ impl OneShot {
     /// `workspace/willRenameFiles`). Waits as long as a request would
     /// (`ready_wait`); a server that fails or times out is reported by the
     /// request that follows.
-    pub async fn started(&self, entry: ServerEntry) -> Result<ServerEntry, OneShotError> {
+    pub async fn started(&self, entry: ServerEntry) -> Result<ServerEntry, FacadeError> {
         if let Some(session) = self.gate.sessions().get(&self.session) {
             self.gate
                 .host()
@@ -464,7 +464,7 @@ impl std::fmt::Display for FileLocation {
 #[derive(Debug, thiserror::Error)]
 pub enum RenameError {
     #[error(transparent)]
-    Gate(#[from] OneShotError),
+    Gate(#[from] FacadeError),
     #[error("{0}")]
     Confined(#[from] ConfineError),
     #[error("cannot read {path}: {source}")]
@@ -511,7 +511,7 @@ pub(crate) struct RenameEdit {
     pub server: String,
 }
 
-impl OneShot {
+impl SessionFacade {
     /// Whether an edit may write `path`: the session's confinement (its
     /// roots, less the read-only roots).
     pub fn is_writable(&self, path: &Path) -> bool {
@@ -596,7 +596,7 @@ impl OneShot {
             )
             .await?;
         let edit: Value =
-            serde_json::from_str(edit.get()).map_err(|e| OneShotError::Protocol(e.to_string()))?;
+            serde_json::from_str(edit.get()).map_err(|e| FacadeError::Protocol(e.to_string()))?;
         if edit.is_null() {
             return Err(RenameError::NotRenamable { server, location });
         }
@@ -624,7 +624,7 @@ impl OneShot {
         server_id: &str,
         capabilities: &Value,
         edit: Value,
-    ) -> Result<Value, OneShotError> {
+    ) -> Result<Value, FacadeError> {
         let wanted = capabilities["workspace"]["fileOperations"]["willRename"].is_object();
         let files: Vec<Value> = edit["documentChanges"]
             .as_array()
@@ -637,8 +637,8 @@ impl OneShot {
             return Ok(edit);
         }
         let before = self.will_rename_files(server_id, files).await?;
-        let before: Value = serde_json::from_str(before.get())
-            .map_err(|e| OneShotError::Protocol(e.to_string()))?;
+        let before: Value =
+            serde_json::from_str(before.get()).map_err(|e| FacadeError::Protocol(e.to_string()))?;
         Ok(edit_before(before, edit))
     }
 }
