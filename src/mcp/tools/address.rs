@@ -7,6 +7,7 @@
 //! one on its line and says so. Symbols outside the session's roots are
 //! dropped and counted, never read.
 
+use super::budget::{Entry, Page, DEFAULT_BUDGET};
 use super::names::{container_matches, identifier_near, word_occurrences, SymbolPath};
 use super::scan::{occurrences, source_files, MAX_SCAN_FILES};
 use super::*;
@@ -378,6 +379,7 @@ impl LspTools {
         };
         let running = servers.iter().any(up);
         let mut found = Vec::new();
+        let mut seen = std::collections::HashSet::new();
         let mut outside = 0;
         let mut failures = Vec::new();
         for entry in servers {
@@ -449,10 +451,7 @@ impl LspTools {
                     symbol_kind(item["kind"].as_u64().unwrap_or(0)),
                     item["containerName"].as_str().unwrap_or_default(),
                 ) {
-                    if !found
-                        .iter()
-                        .any(|g: &Found| g.path == f.path && g.line == f.line)
-                    {
+                    if seen.insert((f.path.clone(), f.line)) {
                         found.push(f);
                     }
                 }
@@ -695,12 +694,32 @@ fn candidates(symbol: &SymbolPath, found: &[Found], outside: usize, how: &str) -
             ""
         }
     );
-    for f in found.iter().take(MAX_CANDIDATES) {
-        let line: String = f.text.chars().take(100).collect();
-        text.push_str(&format!("{} {}: {line}\n", f.describe(), f.label()));
+    let entries: Vec<Entry> = found
+        .iter()
+        .map(|f| {
+            let line: String = f.text.chars().take(100).collect();
+            Entry::new(
+                f.file.clone(),
+                format!("{} {}: {line}", f.describe(), f.label()),
+            )
+        })
+        .collect();
+    let page = Page::cut(&entries, 0, DEFAULT_BUDGET);
+    let shown = page.end.min(MAX_CANDIDATES);
+    for entry in &entries[..shown] {
+        text.push_str(&entry.line);
+        text.push('\n');
     }
-    if found.len() > MAX_CANDIDATES {
-        text.push_str(&format!("… and {} more\n", found.len() - MAX_CANDIDATES));
+    if shown < entries.len() {
+        let left = &entries[shown..];
+        let mut files: Vec<&str> = left.iter().map(|e| e.file.as_str()).collect();
+        files.sort_unstable();
+        files.dedup();
+        text.push_str(&format!(
+            "… and {} more in {} files: narrow with `file`, or a qualified name\n",
+            left.len(),
+            files.len()
+        ));
     }
     if outside > 0 {
         text.push_str(&format!(
@@ -709,7 +728,7 @@ fn candidates(symbol: &SymbolPath, found: &[Found], outside: usize, how: &str) -
     }
     let items: Vec<Value> = found
         .iter()
-        .take(MAX_CANDIDATES)
+        .take(shown)
         .map(|f| {
             json!({ "name": f.name, "kind": f.kind, "container": f.container,
                     "file": f.file, "line": f.line + 1, "column": f.column + 1 })
@@ -777,26 +796,31 @@ fn found_at(
 ) -> Option<Found> {
     let point = files.point(uri, start);
     let path = url::Url::parse(uri).ok()?.to_file_path().ok()?;
-    let text = files.text_of(&path)?;
     let (mut line, mut column) = (
         point.line.saturating_sub(1) as u32,
         point.column.saturating_sub(1) as usize,
     );
-    'search: for (offset, candidate) in (line..line.saturating_add(8)).enumerate() {
-        let here = line_text(&text, candidate);
-        let from = if offset == 0 { column } else { 0 };
-        for range in word_occurrences(here, name) {
-            let at = here[..range.start].chars().count();
-            if at >= from {
-                line = candidate;
-                column = at;
-                break 'search;
+    // A file that could not be read (gone, too large) keeps the server's point.
+    let text = files.text_of(&path);
+    if let Some(text) = &text {
+        'search: for (offset, candidate) in (line..line.saturating_add(8)).enumerate() {
+            let here = line_text(text, candidate);
+            let from = if offset == 0 { column } else { 0 };
+            for range in word_occurrences(here, name) {
+                let at = here[..range.start].chars().count();
+                if at >= from {
+                    line = candidate;
+                    column = at;
+                    break 'search;
+                }
             }
         }
     }
     Some(Found {
         file: files.display_path(&path),
-        text: line_text(&text, line).trim().to_string(),
+        text: text
+            .map(|t| line_text(&t, line).trim().to_string())
+            .unwrap_or_default(),
         path,
         line,
         column,

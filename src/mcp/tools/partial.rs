@@ -83,11 +83,14 @@ async fn outside_database(tool: &SessionFacade, root: &Path, path: &Path) -> Opt
         file: PathBuf,
     }
     let commands: Vec<Command> = serde_json::from_str(&text).ok()?;
+    // Relative directories are taken from the database's own directory.
+    let base = database.parent().unwrap_or(root);
     let listed = commands.iter().any(|c| {
-        let file = match &c.directory {
-            Some(dir) if c.file.is_relative() => dir.join(&c.file),
-            _ => c.file.clone(),
+        let directory = match &c.directory {
+            Some(dir) => base.join(dir),
+            None => base.to_path_buf(),
         };
+        let file = directory.join(&c.file);
         file == path || file.canonicalize().is_ok_and(|f| f == path)
     });
     if listed {

@@ -18,6 +18,9 @@ use crate::session_facade::RenameEdit;
 
 /// Occurrences of the old name kept for the answer (the rest counted).
 const MAX_LEFTOVERS: usize = 200;
+/// Occurrences in code asked their definition, to leave out other symbols
+/// of the same name.
+const MAX_JUDGED_LEFTOVERS: usize = 30;
 /// How long the diff that finds untouched occurrences may take per file.
 const DIFF_DEADLINE: Duration = Duration::from_secs(2);
 
@@ -30,6 +33,8 @@ struct Leftovers {
     /// Files searched, and those that could not be (too many, too large, not text).
     files_read: usize,
     files_skipped: usize,
+    /// Occurrences in code the server resolves to another symbol of the name.
+    other_symbols: usize,
 }
 
 impl LspTools {
@@ -80,6 +85,7 @@ impl LspTools {
             }
             _ => Leftovers::default(),
         };
+        let leftovers = self.judge(&at, &text, leftovers).await;
         let old = old_name.as_deref().unwrap_or("the old name");
         if args.dry_run == Some(true) {
             let plan = plan?;
@@ -114,6 +120,86 @@ impl LspTools {
             &leftovers,
         );
         Ok(answer.noted(at.note.as_deref()).into_result())
+    }
+
+    /// Leaves out the occurrences in code that the server resolves to
+    /// another symbol of the same name (the first [`MAX_JUDGED_LEFTOVERS`]
+    /// asked); those it resolves to the renamed symbol, or to nothing (a
+    /// file it does not index), stay. Asked before anything is written.
+    async fn judge(&self, at: &At, text: &Text, mut leftovers: Leftovers) -> Leftovers {
+        let Some(target) = self
+            .definition_of(at, &at.path, at.line, at.column, text)
+            .await
+        else {
+            return leftovers;
+        };
+        let mut kept = Vec::new();
+        let mut asked = 0;
+        for hit in std::mem::take(&mut leftovers.hits) {
+            if hit.context != "code" || asked >= MAX_JUDGED_LEFTOVERS {
+                kept.push(hit);
+                continue;
+            }
+            asked += 1;
+            let Ok(hit_text) = read_text(
+                &at.tool,
+                &self.texts,
+                &hit.path,
+                &hit.path.display().to_string(),
+            )
+            .await
+            else {
+                kept.push(hit);
+                continue;
+            };
+            match self
+                .definition_of(at, &hit.path, hit.line, hit.column, &hit_text)
+                .await
+            {
+                Some(definition) if definition != target => leftovers.other_symbols += 1,
+                _ => kept.push(hit),
+            }
+        }
+        leftovers.hits = kept;
+        leftovers
+    }
+
+    /// Where the file's server says the name at `line`:`column` is defined:
+    /// (uri, line) of its first definition.
+    async fn definition_of(
+        &self,
+        at: &At,
+        path: &Path,
+        line: u32,
+        column: usize,
+        text: &Text,
+    ) -> Option<(String, u64)> {
+        let entry = ready_server(&at.tool, None, Some(path)).await.ok()?;
+        let character = text
+            .index
+            .character_of_column(&text.text, u64::from(line), column, encoding_of(&entry))
+            .ok()?;
+        let result = at
+            .tool
+            .request(
+                &entry.server_id,
+                "textDocument/definition",
+                json!({ "textDocument": { "uri": file_uri(path).ok()? },
+                        "position": { "line": line, "character": character } }),
+            )
+            .await
+            .ok()?;
+        let result: Value = serde_json::from_str(result.get()).ok()?;
+        let first = match result {
+            Value::Array(items) => items.into_iter().next()?,
+            Value::Null => return None,
+            single => single,
+        };
+        let (uri, range) = match first.get("targetUri") {
+            Some(uri) => (uri.clone(), first["targetSelectionRange"].clone()),
+            None => (first["uri"].clone(), first["range"].clone()),
+        };
+        Some((uri.as_str()?.to_string(), range["start"]["line"].as_u64()?))
     }
 
     /// Writes the edit through the editor when it writes files, else to
@@ -213,6 +299,7 @@ fn leftovers(
         hits: scan.hits,
         files_read: found.files_read + planned.len(),
         files_skipped: found.files_skipped + beyond,
+        other_symbols: 0,
     }
 }
 
@@ -266,6 +353,23 @@ fn untouched_lines(before: &str, after: &str, name: &str) -> Vec<(u32, usize)> {
 /// The leftovers as lines: `file:line:col: text (doc comment)`, at most
 /// half the budget, the rest counted.
 fn leftover_lines(
+    tool: &SessionFacade,
+    cache: &TextCache,
+    old: &str,
+    leftovers: &Leftovers,
+) -> String {
+    let others = match leftovers.other_symbols {
+        0 => String::new(),
+        n => format!(
+            "({n} more occurrence{} in code name{} another symbol, by the server's definitions)\n",
+            if n == 1 { "" } else { "s" },
+            if n == 1 { "s" } else { "" }
+        ),
+    };
+    format!("{}{others}", leftover_list(tool, cache, old, leftovers))
+}
+
+fn leftover_list(
     tool: &SessionFacade,
     cache: &TextCache,
     old: &str,
