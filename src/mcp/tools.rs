@@ -13,6 +13,7 @@
 mod address;
 mod budget;
 mod diagnostics;
+mod found;
 mod hierarchy;
 mod input;
 mod listing;

@@ -6,6 +6,7 @@
 //! server does not index), so the agent can decide.
 
 use super::budget::{Entry, Page, DEFAULT_BUDGET};
+use super::found::line_text;
 use super::names::identifier_near;
 use super::scan::{find_in, occurrences, source_files, Hit, Scan, MAX_SCAN_FILES};
 use super::*;
