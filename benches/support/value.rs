@@ -300,7 +300,7 @@ async fn pick_symbols(
         .map(|e| e.into_path())
         .filter(|p| {
             let ext = p.extension().and_then(|e| e.to_str()).unwrap_or_default();
-            let name = p.to_string_lossy();
+            let name = p.strip_prefix(project).unwrap_or(p).to_string_lossy();
             spec.extensions.contains(&ext)
                 && !name.contains("test")
                 && !name.contains("bench")
