@@ -740,3 +740,47 @@ async fn huge_and_outside_workspace_symbol_answers_are_bounded_and_never_read() 
     client.cancel().await.expect("close the MCP client");
     proxy.registry.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn diagnostics_of_a_file_two_servers_serve_come_from_both_each_tagged() {
+    let fake = |name: &str| {
+        let mut server = ServerConfig::new(
+            name,
+            support::fake::fake_server(),
+            &[],
+            &["fake"],
+            &["fake"],
+            &["fake.toml"],
+        );
+        server.env.insert("FAKE_LSP_MODE".into(), "diagnostics".into());
+        server
+    };
+    let mut companion = fake("fake-companion");
+    companion.secondary = true;
+    let config = Config {
+        servers: vec![fake("fake-primary"), companion],
+        ..Config::builtin()
+    };
+    let mut proxy = Proxy::start_with(
+        config,
+        |root| {
+            write(root, "fake.toml", "");
+            write(root, "a.fake", "fine\nan error here\n");
+        },
+        acp_lsp::mcp::tools::READY_WAIT,
+    )
+    .await;
+    proxy.initialize(false).await;
+    let entry = proxy.new_session("t1").await;
+    let client = connect(&entry).await;
+    let (answer, structured) = success(
+        "diagnostics",
+        &call(&client, "diagnostics", json!({"files": ["a.fake"]})).await,
+    );
+    assert!(answer.contains("a.fake:2:1: error [fake-primary]: an error here"), "{answer}");
+    assert!(answer.contains("a.fake:2:1: error [fake-companion]: an error here"), "{answer}");
+    assert_eq!(structured["diagnostics"].as_array().map(Vec::len), Some(2), "{structured}");
+    assert!(answer.ends_with("left out: nothing\n"), "{answer}");
+    client.cancel().await.expect("close the MCP client");
+    proxy.registry.shutdown().await;
+}
