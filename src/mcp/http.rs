@@ -107,8 +107,14 @@ impl Drop for McpHttp {
 }
 
 async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
+    // Every connection's task, ended with this loop (the endpoint dropped).
+    let mut connections = tokio::task::JoinSet::new();
     loop {
-        let stream = match listener.accept().await {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            Some(_) = connections.join_next(), if !connections.is_empty() => continue,
+        };
+        let stream = match accepted {
             Ok((stream, _)) => stream,
             Err(e) => {
                 tracing::warn!(error = %e, "MCP http accept failed");
@@ -116,7 +122,7 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
             }
         };
         let shared = Arc::clone(&shared);
-        tokio::spawn(async move {
+        connections.spawn(async move {
             let for_service = Arc::clone(&shared);
             let service = hyper::service::service_fn(move |request| {
                 let shared = Arc::clone(&for_service);

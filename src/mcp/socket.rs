@@ -146,8 +146,14 @@ async fn accept_loop(
     editor: Option<Arc<EditorFs>>,
     ready_wait: Duration,
 ) {
+    // Every connection's task, ended with this loop (the socket dropped).
+    let mut connections = tokio::task::JoinSet::new();
     loop {
-        let stream = match listener.accept().await {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            Some(_) = connections.join_next(), if !connections.is_empty() => continue,
+        };
+        let stream = match accepted {
             Ok((stream, _)) => stream,
             Err(e) => {
                 tracing::warn!(error = %e, "MCP socket accept failed");
@@ -157,7 +163,7 @@ async fn accept_loop(
         let gate = Arc::clone(&gate);
         let tokens = Arc::clone(&tokens);
         let editor = editor.clone();
-        tokio::spawn(serve_connection(stream, gate, tokens, editor, ready_wait));
+        connections.spawn(serve_connection(stream, gate, tokens, editor, ready_wait));
     }
 }
 
