@@ -304,10 +304,16 @@ fn expected_references() -> Vec<(String, u64)> {
 /// A config entry for the fake server, which never answers (`hang`) and
 /// logs what it receives to `log`.
 fn hanging_fake(log: &Path) -> String {
+    fake_entry(log, "hang")
+}
+
+/// A config entry for the fake server in `mode`, logging to `log`.
+fn fake_entry(log: &Path, mode: &str) -> String {
     format!(
         "[servers.fake]\ncommand = {}\nlanguage_ids = [\"fake\"]\nfile_extensions = [\"fake\"]\n\
-         root_markers = [\"fake.toml\"]\nenv = {{ FAKE_LSP_MODE = \"hang\", FAKE_LSP_LOG = {} }}\n",
+         root_markers = [\"fake.toml\"]\nenv = {{ FAKE_LSP_MODE = {}, FAKE_LSP_LOG = {} }}\n",
         serde_json::to_string(fake_server()).expect("string"),
+        serde_json::to_string(mode).expect("string"),
         serde_json::to_string(&log.display().to_string()).expect("string"),
     )
 }
@@ -614,5 +620,158 @@ async fn a_cancel_reaches_the_shared_server() {
             .iter()
             .any(|m| m["method"] == "$/cancelRequest" && m["params"]["id"] == server_side),
         "no $/cancelRequest for {server_side}"
+    );
+}
+
+/// Longest wait for one reply on the daemon socket (the fake answers at
+/// once; a request that got no reply waits this long and fails).
+const REPLY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A client speaking the daemon socket's protocol (`daemon::wire`) itself.
+struct WireClient {
+    lines: Lines<BufReader<tokio::net::unix::OwnedReadHalf>>,
+    write: tokio::net::unix::OwnedWriteHalf,
+    /// Every reply read so far (id, reply).
+    replies: Vec<(u64, Value)>,
+}
+
+impl WireClient {
+    async fn connect(socket: &Path) -> WireClient {
+        let deadline = Instant::now() + PROCESS_TIMEOUT;
+        let stream = loop {
+            match tokio::net::UnixStream::connect(socket).await {
+                Ok(stream) => break stream,
+                Err(e) => assert!(
+                    Instant::now() < deadline,
+                    "no daemon on {}: {e}",
+                    socket.display()
+                ),
+            }
+            tokio::time::sleep(POLL_INTERVAL).await;
+        };
+        let (read, write) = stream.into_split();
+        WireClient {
+            lines: BufReader::new(read).lines(),
+            write,
+            replies: Vec::new(),
+        }
+    }
+
+    async fn send(&mut self, id: u64, op: Value) {
+        let line = json!({"id": id, "op": op});
+        self.write
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .expect("write to the daemon");
+    }
+
+    /// The reply to `id` (every reply read on the way is kept).
+    async fn reply(&mut self, id: u64) -> Value {
+        tokio::time::timeout(REPLY_TIMEOUT, async {
+            loop {
+                let line = self
+                    .lines
+                    .next_line()
+                    .await
+                    .expect("read from the daemon")
+                    .expect("the daemon's connection open");
+                let reply: Value = serde_json::from_str(&line).expect("a JSON reply");
+                let of = reply["id"].as_u64().expect("a reply id");
+                self.replies.push((of, reply.clone()));
+                if of == id {
+                    return reply;
+                }
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("no reply to {id} within {REPLY_TIMEOUT:?}"))
+    }
+
+    async fn call(&mut self, id: u64, op: Value) -> Value {
+        self.send(id, op).await;
+        self.reply(id).await
+    }
+}
+
+/// A panic in the daemon's request path (the test hook
+/// `ACP_LSP_TEST_PANIC_IN_DAEMON_REQUEST`, here for `textDocument/hover`)
+/// stays in that request: exactly one reply, an error whose `data.reason`
+/// is `internal`; its in-flight slot is freed; the daemon lives on and a
+/// later request on the same connection is answered.
+#[tokio::test]
+async fn a_panic_in_the_daemons_request_path_answers_once_and_frees_its_slot() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let log = dir.path().join("fake.log");
+    let world = World::with(&fake_entry(&log, ""), |project| {
+        std::fs::write(project.join("fake.toml"), "").expect("marker");
+        std::fs::write(project.join("a.fake"), "hello\n").expect("document");
+    });
+    let daemon_log = std::fs::File::create(dir.path().join("daemon.log")).expect("daemon log");
+    let mut daemon = world
+        .command(env!("CARGO_BIN_EXE_acp-lsp"))
+        .args(["daemon", "run", "--config"])
+        .arg(&world.config)
+        .env(acp_lsp::daemon::serve::TEST_PANIC_ENV, "textDocument/hover")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(daemon_log)
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start acp-lsp daemon run");
+    let paths = acp_lsp::daemon::paths::Paths::under(&world.runtime, Some(&world.config))
+        .expect("the daemon's paths");
+    let mut client = WireClient::connect(&paths.socket).await;
+    let welcome = client
+        .call(
+            1,
+            json!({"hello": {"pid": std::process::id(), "version": env!("CARGO_PKG_VERSION")}}),
+        )
+        .await;
+    assert!(welcome["ok"]["client"].is_u64(), "{welcome}");
+    let root = world.project.display().to_string();
+    client
+        .send(2, json!({"open": {"session": "s", "roots": [root]}}))
+        .await;
+    let servers = client.call(3, json!({"servers": {"session": "s"}})).await;
+    let server_id = servers["ok"][0]["serverId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no server: {servers}"))
+        .to_string();
+    let uri = uri_of(&world.project.join("a.fake"));
+    let request = |method: &str| {
+        json!({"request": {
+            "session": "s",
+            "server_id": server_id,
+            "method": method,
+            "params": {"textDocument": {"uri": uri}, "position": {"line": 0, "character": 0}},
+            "documents": [uri],
+            "wait_ms": WAIT_UNTIL_READY_MS,
+        }})
+    };
+
+    let panicked = client.call(4, request("textDocument/hover")).await;
+    let error: acp_lsp::daemon::wire::WireError =
+        serde_json::from_value(panicked["err"].clone()).expect("an error reply");
+    let error = acp_lsp_core::gate::GateError::from(error);
+    assert_eq!(error.reason(), "internal", "{panicked}");
+    assert!(error.to_string().contains("panicked"), "{error}");
+
+    // The slot is free and the daemon serves on: a later request succeeds.
+    let later = client.call(5, request("textDocument/definition")).await;
+    assert!(
+        later["ok"]["result"]["echo"]["method"] == "textDocument/definition",
+        "{later}"
+    );
+    let status = world.status().await.expect("the daemon answers status");
+    assert_eq!(status["clients"][0]["inFlight"], 0, "{status}");
+    assert_eq!(
+        client.replies.iter().filter(|(id, _)| *id == 4).count(),
+        1,
+        "one reply to the request that panicked: {:?}",
+        client.replies
+    );
+    assert!(
+        daemon.try_wait().expect("the daemon's state").is_none(),
+        "the daemon survived the panic"
     );
 }
