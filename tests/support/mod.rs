@@ -6,6 +6,7 @@ pub mod captured_log;
 pub mod cargo_build;
 pub mod fake;
 pub mod procfs;
+pub mod proxy;
 pub mod recorded;
 
 use std::collections::BTreeMap;

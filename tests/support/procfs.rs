@@ -60,3 +60,36 @@ pub async fn wait_until_gone(pids: &[u32], timeout: Duration) -> Vec<u32> {
         tokio::time::sleep(POLL_INTERVAL).await;
     }
 }
+
+/// The parent of `pid`.
+pub fn parent(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    rest.split_ascii_whitespace().nth(1)?.parse().ok()
+}
+
+/// The live processes below `pid` (children, their children, …).
+pub fn descendants(pid: u32) -> Vec<u32> {
+    let parents: Vec<(u32, u32)> = all_pids()
+        .into_iter()
+        .filter_map(|p| Some((p, parent(p)?)))
+        .collect();
+    let mut found = Vec::new();
+    let mut next = vec![pid];
+    while let Some(at) = next.pop() {
+        for (child, _) in parents.iter().filter(|(_, of)| *of == at) {
+            if process_alive(*child) && !found.contains(child) {
+                found.push(*child);
+                next.push(*child);
+            }
+        }
+    }
+    found
+}
+
+/// The program `pid` runs (the first word of its command line).
+pub fn program(pid: u32) -> Option<String> {
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let first = cmdline.split(|b| *b == 0).next()?;
+    Some(String::from_utf8_lossy(first).into_owned())
+}
