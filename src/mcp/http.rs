@@ -22,6 +22,7 @@
 //! `Last-Event-ID`, which needs an event store this server does not keep.
 
 use super::editor::EditorFs;
+use super::isolated::Isolated;
 use super::tokens::TokenTable;
 use super::tools::LspTools;
 use crate::gate::Gate;
@@ -42,7 +43,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-type Service = StreamableHttpService<LspTools, LocalSessionManager>;
+type Service = StreamableHttpService<Isolated<LspTools>, LocalSessionManager>;
 
 /// The listening HTTP server; stops when dropped.
 pub struct McpHttp {
@@ -189,12 +190,13 @@ impl Shared {
                     .watch(&token_owned)
                     .map_err(|e| std::io::Error::new(std::io::ErrorKind::PermissionDenied, e))?;
                 tracing::info!(transport = "http", "MCP connection admitted");
-                Ok(LspTools::new(
+                // A tool that panics is answered, not left waiting.
+                Ok(Isolated(LspTools::new(
                     Arc::clone(&gate),
                     lease,
                     editor.clone(),
                     ready_wait,
-                ))
+                )))
             },
             Arc::new(session_manager()),
             StreamableHttpServerConfig::default().with_sse_retry(None),

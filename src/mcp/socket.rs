@@ -15,6 +15,7 @@
 
 use super::bridge::{COPY, TAKEN};
 use super::editor::EditorFs;
+use super::isolated::Isolated;
 use super::tokens::TokenTable;
 use super::tools::LspTools;
 use crate::gate::Gate;
@@ -205,7 +206,8 @@ async fn serve_connection(
         session = session.as_deref().unwrap_or("(pending)"),
         "MCP connection admitted"
     );
-    let tools = LspTools::new(gate, lease, editor, ready_wait);
+    // A tool that panics is answered, not left waiting (`isolated`).
+    let tools = Isolated(LspTools::new(gate, lease, editor, ready_wait));
     let handed = !fds.is_empty();
     let pipes = if handed { agent_pipes(fds) } else { None };
     if handed {
