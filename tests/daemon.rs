@@ -10,33 +10,25 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 use support::fake::{fake_server, read_log, uri_of};
-use support::procfs::{all_pids, process_alive, wait_until_gone, POLL_INTERVAL};
+use support::procfs::{all_pids, parent, process_alive, program, wait_until_gone, POLL_INTERVAL};
+use support::proxy::{ProxyBuilder, ProxyChild, ASKING_AGENT, BIN};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
-use tokio::process::{Child, ChildStdin, ChildStdout};
 
-/// Longest wait for an answer through a proxy (rust-analyzer loads the
+/// Longest wait for a state through a proxy (rust-analyzer loads the
 /// project first: seconds on a loaded machine).
-const ANSWER_TIMEOUT: Duration = Duration::from_secs(180);
+const ANSWER_TIMEOUT: Duration = support::proxy::ANSWER_TIMEOUT;
 /// Longest wait for a process to appear or go.
 const PROCESS_TIMEOUT: Duration = Duration::from_secs(30);
 /// `waitUntilReady` of the references requests.
 const WAIT_UNTIL_READY_MS: u64 = 120_000;
 
-/// An ACP agent that answers `initialize` and `session/new` (always session
-/// "s": the daemon must keep three proxies' "s" apart) and, for the
-/// editor's `_test/ask {method, params}`, sends that request to its client
-/// (the proxy answers `lsp/*`) and answers with `{response}`; for
-/// `_test/notify {method, params}`, sends that notification.
-const AGENT: &str = include_str!("shared-bench/agent.py");
-
 /// A private runtime dir, config and project copy; kills the daemon it
 /// finds at the end (its servers go with it).
 struct World {
-    dir: tempfile::TempDir,
+    _dir: tempfile::TempDir,
     runtime: PathBuf,
     config: PathBuf,
     project: PathBuf,
-    agent: PathBuf,
 }
 
 impl World {
@@ -64,14 +56,11 @@ impl World {
         // Servers nobody uses stop soon, so the daemon's own exit is seen.
         std::fs::write(&config, format!("idle_grace_ms = 1000\n{config_text}"))
             .expect("write config");
-        let agent = dir.path().join("agent.py");
-        std::fs::write(&agent, AGENT).expect("write agent");
         World {
-            dir,
+            _dir: dir,
             runtime,
             config,
             project,
-            agent,
         }
     }
 
@@ -83,55 +72,24 @@ impl World {
         command
     }
 
-    async fn proxy(&self, name: &str) -> Proxy {
-        let stderr =
-            std::fs::File::create(self.dir.path().join(format!("{name}.log"))).expect("proxy log");
-        let mut child = self
-            .command(env!("CARGO_BIN_EXE_acp-lsp"))
-            .arg("proxy")
+    /// `acp-lsp proxy --shared` in front of the asking agent (always session
+    /// "s": the daemon must keep several proxies' "s" apart), its session
+    /// started.
+    async fn proxy(&self) -> Proxy {
+        let mut proxy = ProxyBuilder::new(&self.project, ASKING_AGENT)
             .arg("--shared")
-            .arg("--config")
-            .arg(&self.config)
-            .arg("--log-level")
-            .arg("info")
-            .arg("--")
-            .arg("python3")
-            .arg(&self.agent)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(stderr)
-            .kill_on_drop(true)
-            .spawn()
-            .expect("start acp-lsp proxy --shared");
-        let input = child.stdin.take().expect("piped stdin");
-        let output = BufReader::new(child.stdout.take().expect("piped stdout")).lines();
-        let mut proxy = Proxy {
-            child,
-            input,
-            output,
-            next_id: 0,
-        };
-        let init = proxy
-            .call(
-                "initialize",
-                json!({"protocolVersion": 1, "clientCapabilities": {}}),
-            )
-            .await;
-        assert!(init.get("result").is_some(), "{init}");
-        let session = proxy
-            .call(
-                "session/new",
-                json!({"cwd": self.project.display().to_string(), "mcpServers": []}),
-            )
-            .await;
-        assert_eq!(session["result"]["sessionId"], "s", "{session}");
-        proxy
+            .config(&self.config)
+            .env("XDG_RUNTIME_DIR", &self.runtime)
+            .spawn();
+        let session = proxy.editor.start_session(&self.project).await;
+        assert_eq!(session, "s");
+        Proxy(proxy)
     }
 
     /// `acp-lsp daemon status --json`, or `None` when no daemon answers.
     async fn status(&self) -> Option<Value> {
         let output = self
-            .command(env!("CARGO_BIN_EXE_acp-lsp"))
+            .command(BIN)
             .args(["daemon", "status", "--json", "--config"])
             .arg(&self.config)
             .output()
@@ -173,67 +131,34 @@ impl Drop for World {
     }
 }
 
-struct Proxy {
-    child: Child,
-    input: ChildStdin,
-    output: Lines<BufReader<ChildStdout>>,
-    next_id: u64,
-}
+/// A shared proxy, its editor's side.
+struct Proxy(ProxyChild);
 
 impl Proxy {
+    fn pid(&self) -> u32 {
+        self.0.pid()
+    }
+
     async fn send(&mut self, method: &str, params: Value) -> u64 {
-        self.next_id += 1;
-        let line =
-            json!({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params});
-        self.input
-            .write_all(format!("{line}\n").as_bytes())
-            .await
-            .expect("write to proxy");
-        self.input.flush().await.expect("flush");
-        self.next_id
+        self.0.editor.send(method, params).await
     }
 
     async fn answer(&mut self, id: u64) -> Value {
-        tokio::time::timeout(ANSWER_TIMEOUT, async {
-            loop {
-                let line = self
-                    .output
-                    .next_line()
-                    .await
-                    .expect("read from proxy")
-                    .expect("proxy stdout open");
-                let message: Value = serde_json::from_str(&line).expect("JSON line");
-                if message["id"] == id && message.get("method").is_none() {
-                    return message;
-                }
-                // The agent's fs/write_text_file reaches this editor: it
-                // confirms without writing, so only the confirmed text
-                // (not the disk) can show the change.
-                if message["method"] == "fs/write_text_file" {
-                    let ok = json!({"jsonrpc": "2.0", "id": message["id"], "result": null});
-                    self.input
-                        .write_all(format!("{ok}\n").as_bytes())
-                        .await
-                        .expect("write to proxy");
-                    self.input.flush().await.expect("flush");
-                }
-            }
-        })
-        .await
-        .expect("answered in time")
+        self.0.editor.answer(id).await
     }
 
     async fn call(&mut self, method: &str, params: Value) -> Value {
-        let id = self.send(method, params).await;
-        self.answer(id).await
+        self.0.editor.call(method, params).await
     }
 
-    /// The agent's request `method` answered by the proxy: its response.
     async fn ask(&mut self, method: &str, params: Value) -> Value {
-        let answer = self
-            .call("_test/ask", json!({"method": method, "params": params}))
-            .await;
-        answer["result"]["response"].clone()
+        self.0.editor.ask(method, params).await
+    }
+
+    /// SIGKILL, and reaped.
+    async fn kill(&mut self) {
+        self.0.child.start_kill().expect("kill proxy");
+        self.0.child.wait().await.expect("reap proxy");
     }
 
     async fn rust_analyzer(&mut self) -> Value {
@@ -320,16 +245,7 @@ fn fake_entry(log: &Path, mode: &str) -> String {
 
 /// The `lsp/servers` entry named `name` in a status or servers list.
 fn named<'a>(list: &'a Value, name: &str) -> &'a Value {
-    list.as_array()
-        .and_then(|l| l.iter().find(|s| s["name"] == name))
-        .unwrap_or_else(|| panic!("no {name} in {list}"))
-}
-
-/// The parent of `pid`.
-fn parent(pid: u32) -> Option<u32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let (_, rest) = stat.rsplit_once(')')?;
-    rest.split_ascii_whitespace().nth(1)?.parse().ok()
+    support::gate::named(list.as_array().expect("a list of servers"), name)
 }
 
 /// Live children of `parent_pid` whose program is rust-analyzer.
@@ -337,15 +253,7 @@ fn rust_analyzers_under(parent_pid: u32) -> Vec<u32> {
     all_pids()
         .into_iter()
         .filter(|pid| parent(*pid) == Some(parent_pid) && process_alive(*pid))
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .ok()
-                .and_then(|c| {
-                    let first = c.split(|b| *b == 0).next()?.to_vec();
-                    Some(String::from_utf8_lossy(&first).ends_with("rust-analyzer"))
-                })
-                .unwrap_or(false)
-        })
+        .filter(|pid| program(*pid).is_some_and(|p| p.ends_with("rust-analyzer")))
         .collect()
 }
 
@@ -356,7 +264,7 @@ fn rust_analyzers_under(parent_pid: u32) -> Vec<u32> {
 async fn three_proxies_share_one_rust_analyzer() {
     let world = World::new();
     // Started together: the lock lets one daemon serve.
-    let (a, b, c) = tokio::join!(world.proxy("a"), world.proxy("b"), world.proxy("c"));
+    let (a, b, c) = tokio::join!(world.proxy(), world.proxy(), world.proxy());
     let mut proxies = [a, b, c];
     let mut ids = Vec::new();
     for proxy in proxies.iter_mut() {
@@ -384,7 +292,7 @@ async fn three_proxies_share_one_rust_analyzer() {
     assert!(status["uptimeMs"].as_u64().is_some(), "{status}");
     let daemon = status["pid"].as_u64().expect("daemon pid") as u32;
     for proxy in &proxies {
-        let pid = proxy.child.id().expect("proxy pid");
+        let pid = proxy.pid();
         assert!(
             rust_analyzers_under(pid).is_empty(),
             "a proxy runs its own rust-analyzer"
@@ -399,7 +307,7 @@ async fn three_proxies_share_one_rust_analyzer() {
 
     // The text form, as people read it.
     let text = world
-        .command(env!("CARGO_BIN_EXE_acp-lsp"))
+        .command(BIN)
         .args(["daemon", "status", "--config"])
         .arg(&world.config)
         .output()
@@ -443,12 +351,11 @@ async fn three_proxies_share_one_rust_analyzer() {
     let starter = parent(daemon).expect("the daemon's parent");
     let first = proxies
         .iter()
-        .position(|p| p.child.id() == Some(starter))
+        .position(|p| p.pid() == starter)
         .expect("a proxy started the daemon");
     let mut proxies: Vec<Proxy> = proxies.into_iter().collect();
     let mut gone = proxies.remove(first);
-    gone.child.start_kill().expect("kill proxy");
-    gone.child.wait().await.expect("reap proxy");
+    gone.kill().await;
     world
         .status_until("two clients", |s| {
             s["clients"].as_array().map(Vec::len) == Some(2)
@@ -463,8 +370,7 @@ async fn three_proxies_share_one_rust_analyzer() {
     // Every proxy gone: the server stops after the idle grace, then the
     // daemon, which has neither clients nor servers, exits.
     for proxy in proxies.iter_mut() {
-        proxy.child.start_kill().expect("kill proxy");
-        proxy.child.wait().await.expect("reap proxy");
+        proxy.kill().await;
     }
     let survivors = wait_until_gone(&[server, daemon], PROCESS_TIMEOUT).await;
     assert!(
@@ -491,7 +397,7 @@ async fn a_killed_daemon_comes_back_with_the_same_server_ids() {
         std::fs::write(project.join("fake.toml"), "").expect("marker");
         std::fs::write(project.join("a.fake"), "hello\n").expect("document");
     });
-    let mut proxy = world.proxy("a").await;
+    let mut proxy = world.proxy().await;
     let servers = proxy.ask("lsp/servers", json!({"sessionId": "s"})).await;
     let ra = named(&servers["result"]["servers"], "rust-analyzer")["serverId"].clone();
     let fake = named(&servers["result"]["servers"], "fake")["serverId"].clone();
@@ -574,7 +480,7 @@ async fn a_cancel_reaches_the_shared_server() {
         std::fs::write(project.join("fake.toml"), "").expect("marker");
         std::fs::write(project.join("a.fake"), "hello\n").expect("document");
     });
-    let mut proxy = world.proxy("a").await;
+    let mut proxy = world.proxy().await;
     let servers = proxy.ask("lsp/servers", json!({"sessionId": "s"})).await;
     let id = servers["result"]["servers"][0]["serverId"]
         .as_str()
@@ -708,7 +614,7 @@ async fn a_panic_in_the_daemons_request_path_answers_once_and_frees_its_slot() {
     });
     let daemon_log = std::fs::File::create(dir.path().join("daemon.log")).expect("daemon log");
     let mut daemon = world
-        .command(env!("CARGO_BIN_EXE_acp-lsp"))
+        .command(BIN)
         .args(["daemon", "run", "--config"])
         .arg(&world.config)
         .env(acp_lsp::daemon::serve::TEST_PANIC_ENV, "textDocument/hover")

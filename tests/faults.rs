@@ -12,7 +12,8 @@ mod support;
 
 use support::fake::{assert_echo, read_log, FakeProject, FakeServer, CALL_TIMEOUT, HOVER};
 use support::procfs::{
-    descendants, group_members, process_alive, process_group, program, wait_until_gone,
+    descendants, group_members, process_alive, process_group, processes_with_env, program,
+    wait_until_gone,
 };
 use support::proxy::{ProxyBuilder, ANSWERING_AGENT};
 
@@ -34,8 +35,6 @@ use serde_json::{json, Value};
 const STATE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Longest wait for killed processes to disappear from /proc, or for a file to appear.
 const GONE_TIMEOUT: Duration = Duration::from_secs(10);
-/// Pause between two looks at /proc or at a file while polling.
-const POLL_INTERVAL: Duration = Duration::from_millis(10);
 /// "Promptly": far below any request deadline used here.
 const PROMPT: Duration = Duration::from_secs(5);
 /// JSON-RPC internal error, used for every server-side failure.
@@ -49,33 +48,9 @@ const FRAME_LIMIT: usize = acp_lsp_core::jsonrpc::limits::DEFAULT_MAX_LSP_FRAME;
 
 // ---------------------------------------------------------------- /proc
 
-/// Live processes whose environment holds `NAME=value` exactly: every
-/// instance of one test's fake server (each test logs to its own file).
-fn processes_with_env(name: &str, value: &str) -> Vec<u32> {
-    let wanted = format!("{name}={value}").into_bytes();
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/environ"))
-                .is_ok_and(|env| env.split(|b| *b == 0).any(|var| var == wanted.as_slice()))
-        })
-        .filter(|pid| process_alive(*pid))
-        .collect()
-}
-
 /// Polls until `read` yields something, or panics after [`GONE_TIMEOUT`].
-async fn poll_for<T>(what: &str, mut read: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + GONE_TIMEOUT;
-    loop {
-        if let Some(found) = read() {
-            return found;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(POLL_INTERVAL).await;
-    }
+async fn poll_for<T>(what: &str, read: impl FnMut() -> Option<T>) -> T {
+    support::wait::until(what, GONE_TIMEOUT, read).await
 }
 
 fn read_pid_file(path: &Path) -> Option<u32> {

@@ -198,14 +198,9 @@ impl FakeServer {
         method: GateMethod,
         params: Value,
     ) -> impl std::future::Future<Output = Value> {
-        let raw = serde_json::value::to_raw_value(&params).expect("params serialize");
-        let call = self.gate.call(self.next_request_id(), method, Some(raw));
-        async move {
-            let bytes = tokio::time::timeout(CALL_TIMEOUT, call)
-                .await
-                .expect("the gate answers within CALL_TIMEOUT");
-            serde_json::from_slice(&bytes).expect("the gate writes JSON")
-        }
+        let gate = Arc::clone(&self.gate);
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        async move { super::gate::call(&gate, id, method, &params, CALL_TIMEOUT).await }
     }
 
     /// `lsp/servers` → the `servers` array.
@@ -213,10 +208,7 @@ impl FakeServer {
         let response = self
             .call(GateMethod::Servers, json!({"sessionId": SESSION}))
             .await;
-        response["result"]["servers"]
-            .as_array()
-            .unwrap_or_else(|| panic!("lsp/servers failed: {response}"))
-            .clone()
+        super::gate::servers_of(&response)
     }
 
     /// The `lsp/request` params of a hover on `uri`.

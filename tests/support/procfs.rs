@@ -93,3 +93,28 @@ pub fn program(pid: u32) -> Option<String> {
     let first = cmdline.split(|b| *b == 0).next()?;
     Some(String::from_utf8_lossy(first).into_owned())
 }
+
+/// Live processes whose working directory is `root` or below it.
+pub fn processes_in(root: &std::path::Path) -> Vec<u32> {
+    all_pids()
+        .into_iter()
+        .filter(|pid| {
+            std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|cwd| cwd.starts_with(root))
+        })
+        .filter(|pid| process_alive(*pid))
+        .collect()
+}
+
+/// Live processes whose environment holds `NAME=value` exactly (every
+/// instance of one test's fake server, when each test logs to its own file).
+pub fn processes_with_env(name: &str, value: &str) -> Vec<u32> {
+    let wanted = format!("{name}={value}").into_bytes();
+    all_pids()
+        .into_iter()
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ"))
+                .is_ok_and(|env| env.split(|b| *b == 0).any(|var| var == wanted.as_slice()))
+        })
+        .filter(|pid| process_alive(*pid))
+        .collect()
+}
