@@ -447,6 +447,7 @@ fn run_mcp(connect: &std::path::Path, log: &LogArgs) -> anyhow::Result<ExitCode>
 fn run_servers(dir: Option<PathBuf>, config: Option<PathBuf>) -> anyhow::Result<ExitCode> {
     let config = load_config(config.as_deref())?;
     let dir = existing_dir(dir, "the folder")?;
+    let dir = dir.canonicalize().unwrap_or(dir);
     let runtime = tokio::runtime::Runtime::new()?;
     // Detection walks the folder: a big tree takes a while.
     let report = runtime.block_on(async {
