@@ -24,6 +24,8 @@ use std::sync::Arc;
 
 #[path = "main/args.rs"]
 mod args;
+#[path = "main/install.rs"]
+mod install;
 
 use args::{
     Cli, Command, ConformanceAction, ConformanceArgs, DaemonAction, LogArgs, LogFormat, RenameArgs,
@@ -145,9 +147,19 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             lazy,
             mcp,
             shared,
+            auto_install,
             log,
             agent,
-        } => run_proxy(config, record, lsp, lazy, mcp, shared, &log, agent),
+        } => run_proxy(
+            config,
+            record,
+            lsp,
+            (lazy, auto_install),
+            mcp,
+            shared,
+            &log,
+            agent,
+        ),
         Command::Daemon { action } => run_daemon(action),
         Command::Request {
             method,
@@ -203,7 +215,25 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             print!("{}", acp_lsp::lsp::config::BUILTIN_TOML);
             Ok(ExitCode::SUCCESS)
         }
-        Command::Servers { dir, config, .. } => run_servers(dir, config),
+        Command::Servers {
+            dir,
+            config,
+            verbose,
+            json,
+            ..
+        } => run_servers(dir, config, verbose, json),
+        Command::Install {
+            servers,
+            for_path,
+            config,
+            log,
+        } => install::run_install(servers, for_path, config, &log),
+        Command::Uninstall {
+            servers,
+            all,
+            config,
+            log,
+        } => install::run_uninstall(servers, all, config, &log),
     }
 }
 
@@ -213,7 +243,7 @@ fn run_proxy(
     config: Option<PathBuf>,
     record: Option<PathBuf>,
     lsp: LspMode,
-    lazy: bool,
+    (lazy, auto_install): (bool, bool),
     mcp: McpMode,
     shared: bool,
     log: &LogArgs,
@@ -243,7 +273,15 @@ fn run_proxy(
     } else {
         None
     };
-    let code = runtime.block_on(proxy(config, shared, recorder, lsp, lazy, mcp, agent))?;
+    let code = runtime.block_on(proxy(
+        config,
+        shared,
+        recorder,
+        lsp,
+        (lazy, auto_install),
+        mcp,
+        agent,
+    ))?;
     std::process::exit(code);
 }
 
@@ -444,7 +482,12 @@ fn run_mcp(connect: &std::path::Path, log: &LogArgs) -> anyhow::Result<ExitCode>
 }
 
 /// `acp-lsp servers`.
-fn run_servers(dir: Option<PathBuf>, config: Option<PathBuf>) -> anyhow::Result<ExitCode> {
+fn run_servers(
+    dir: Option<PathBuf>,
+    config: Option<PathBuf>,
+    verbose: bool,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
     let config = load_config(config.as_deref())?;
     let dir = existing_dir(dir, "the folder")?;
     let dir = dir.canonicalize().unwrap_or(dir);
@@ -452,9 +495,18 @@ fn run_servers(dir: Option<PathBuf>, config: Option<PathBuf>) -> anyhow::Result<
     // Detection walks the folder: a big tree takes a while.
     let report = runtime.block_on(async {
         let progress = Progress::start(format!("looking for projects in {}", dir.display()), None);
-        let scan =
-            tokio::task::spawn_blocking(move || acp_lsp::lsp::health::health_report(&dir, &config))
-                .await;
+        let scan = tokio::task::spawn_blocking(move || {
+            use acp_lsp::lsp::health;
+            let survey = health::survey(&dir, &config);
+            if json {
+                format!("{:#}\n", health::json(&survey))
+            } else if verbose {
+                health::verbose(&survey)
+            } else {
+                health::brief(&survey)
+            }
+        })
+        .await;
         progress.finish().await;
         scan
     })?;
@@ -525,7 +577,7 @@ async fn proxy(
     )>,
     recorder: Option<Recorder>,
     lsp_mode: LspMode,
-    lazy: bool,
+    (lazy, auto_install): (bool, bool),
     mcp_mode: McpMode,
     agent: Vec<String>,
 ) -> anyhow::Result<i32> {
@@ -562,6 +614,7 @@ async fn proxy(
                 start_when_listed: true,
                 recorder: recorder.clone(),
                 max_watches: None,
+                auto_install,
             },
         )),
     };

@@ -99,7 +99,12 @@ impl Store {
 
     /// Every complete install of `recipe`'s package, newest first.
     pub fn installs_of(&self, recipe: &Recipe) -> Vec<Installed> {
-        let package = self.package_dir(&recipe.store_name());
+        self.installs_in(&recipe.store_name())
+    }
+
+    /// Every complete install in the package directory `store_name`, newest first.
+    pub fn installs_in(&self, store_name: &str) -> Vec<Installed> {
+        let package = self.package_dir(store_name);
         let mut out: Vec<Installed> = std::fs::read_dir(&package)
             .into_iter()
             .flatten()
@@ -130,6 +135,25 @@ impl Store {
         self.installs_of(recipe)
             .into_iter()
             .find_map(|i| i.command(command).map(|p| (p, i)))
+    }
+
+    /// Where `command` will be once `recipe` is installed here (its
+    /// directory is known before the install: nothing is moved after).
+    pub fn planned_program(&self, recipe: &Recipe, command: &str) -> PathBuf {
+        let dir = self.install_dir(&recipe.store_name(), &recipe.install_name());
+        match recipe.source {
+            Source::Npm => dir.join("node_modules").join(".bin").join(command),
+            Source::Pypi => dir.join("venv").join("bin").join(command),
+            Source::Go | Source::Cargo => dir.join("bin").join(command),
+            // rustup's proxy, which runs the component once it is added.
+            Source::Rustup => std::env::var_os("CARGO_HOME")
+                .map(PathBuf::from)
+                .filter(|p| p.is_absolute())
+                .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")))
+                .unwrap_or_default()
+                .join("bin")
+                .join(command),
+        }
     }
 
     /// Every complete install in the store.
@@ -340,17 +364,25 @@ pub async fn uninstall(
     recipe: &Recipe,
     sink: &ProgressSink,
 ) -> Result<Vec<Removed>, InstallError> {
-    let report = Report {
-        server: &recipe.server,
-        sink,
-    };
-    let package = store.package_dir(&recipe.store_name());
+    uninstall_package(store, &recipe.store_name(), &recipe.server, sink).await
+}
+
+/// [`uninstall`] of the package directory `store_name` (`server` names it
+/// in progress and errors).
+pub async fn uninstall_package(
+    store: &Store,
+    store_name: &str,
+    server: &str,
+    sink: &ProgressSink,
+) -> Result<Vec<Removed>, InstallError> {
+    let report = Report { server, sink };
+    let package = store.package_dir(store_name);
     if !package.is_dir() {
         return Ok(Vec::new());
     }
-    let _lock = PackageLock::take(&package, &recipe.server, &report).await?;
+    let _lock = PackageLock::take(&package, server, &report).await?;
     let mut removed = Vec::new();
-    for installed in store.installs_of(recipe) {
+    for installed in store.installs_in(store_name) {
         let doomed = package.join(format!(
             "{}removing-{}",
             paths::STAGE_PREFIX,
@@ -369,7 +401,7 @@ pub async fn uninstall(
                 let step =
                     run::Step::new(&rustup, format!("rustup component remove {name}"), &package)
                         .args(["component", "remove", name]);
-                component_removed = run::run(&step, &recipe.server).await?.success;
+                component_removed = run::run(&step, server).await?.success;
             }
         }
         removed.push(Removed {

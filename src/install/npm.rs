@@ -8,7 +8,7 @@
 use super::error::InstallError;
 use super::marker::InstalledPackage;
 use super::recipe::Recipe;
-use super::run::{last_lines, on_path, run, Step};
+use super::run::{on_path, run, telling_lines, Step};
 use super::Report;
 use std::path::{Path, PathBuf};
 
@@ -129,7 +129,18 @@ pub(super) async fn install(
 /// An npm failure in the user's terms.
 fn classify(recipe: &Recipe, step: &str, output: &str) -> InstallError {
     let server = recipe.server.clone();
-    let detail = last_lines(output, 4);
+    let detail = telling_lines(
+        output,
+        2,
+        &[
+            "npm error code",
+            "npm error errno",
+            "npm error notarget No",
+            "npm error request to",
+            "npm error 404",
+            "npm error sha",
+        ],
+    );
     let unreachable = [
         "ECONNREFUSED",
         "ENOTFOUND",

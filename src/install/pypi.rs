@@ -9,7 +9,7 @@
 use super::error::InstallError;
 use super::marker::InstalledPackage;
 use super::recipe::Recipe;
-use super::run::{last_lines, on_path, run, Step};
+use super::run::{last_lines, on_path, run, telling_lines, Step};
 use super::Report;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
@@ -228,7 +228,7 @@ fn relocate_scripts(bin: &Path, stage: &Path, final_dir: &Path) -> Result<(), In
 
 fn classify(recipe: &Recipe, step: &str, output: &str) -> InstallError {
     let server = recipe.server.clone();
-    let detail = last_lines(output, 4);
+    let detail = telling_lines(output, 2, &["ERROR:", "Connection refused", "Errno"]);
     let unreachable = [
         "Connection refused",
         "Failed to establish a new connection",

@@ -143,6 +143,22 @@ fn tail(text: &str, max: usize) -> String {
     text[start..].to_string()
 }
 
+/// The lines of a tool's output that say what went wrong (those naming an
+/// error code or message), at most `n`; else its last `n` lines.
+pub fn telling_lines(text: &str, n: usize, markers: &[&str]) -> String {
+    let mut picked: Vec<&str> = Vec::new();
+    for line in text.lines().map(str::trim) {
+        if markers.iter().any(|m| line.contains(m)) && !picked.contains(&line) {
+            picked.push(line);
+        }
+    }
+    if picked.is_empty() {
+        return last_lines(text, n);
+    }
+    picked.truncate(n);
+    picked.join(" / ")
+}
+
 /// The last few meaningful lines of a tool's output, for an error message.
 pub fn last_lines(text: &str, n: usize) -> String {
     let lines: Vec<&str> = text

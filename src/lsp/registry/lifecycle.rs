@@ -27,6 +27,8 @@ impl Registry {
         })?;
         self.running.lock().touch(id);
         if server.status().state != ServerState::Idle {
+            // Being installed: it starts when the install is done.
+            server.start_when_installed();
             return Ok(());
         }
         let cap = self.config.max_running_servers;
