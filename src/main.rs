@@ -166,9 +166,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             params_json,
             root,
             server,
+            shared,
             config,
             log,
-        } => run_request(method, &params_json, root, server, config, &log),
+        } => run_request(method, &params_json, root, (server, shared), config, &log),
         Command::Rename {
             location,
             new_name,
@@ -176,6 +177,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             dry_run,
             yes,
             server,
+            shared,
             config,
             log,
         } => run_rename(RenameArgs {
@@ -185,6 +187,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             dry_run,
             yes,
             server,
+            shared,
             config,
             log,
         }),
@@ -316,18 +319,18 @@ fn run_request(
     method: String,
     params_json: &str,
     root: Option<PathBuf>,
-    server: Option<String>,
-    config: Option<PathBuf>,
+    (server, shared): (Option<String>, bool),
+    config_file: Option<PathBuf>,
     log: &LogArgs,
 ) -> anyhow::Result<ExitCode> {
     init_logging(log)?;
-    let config = load_config(config.as_deref())?;
+    let config = load_config(config_file.as_deref())?;
     let params: serde_json::Value = serde_json::from_str(params_json)
         .map_err(|e| UsageError::new(format!("PARAMS_JSON is not valid JSON: {e}")))?;
     let root = existing_dir(root, "--root")?;
     let runtime = tokio::runtime::Runtime::new()?;
-    let result = runtime.block_on(async {
-        let tool = SessionFacade::start(&root, config);
+    runtime.block_on(async {
+        let tool = cli_session(&root, config, shared, config_file.as_deref(), log)?;
         let progress = Progress::start(method.clone(), tool.registry().cloned());
         let file = params_file(&params);
         let outcome = async {
@@ -335,13 +338,38 @@ fn run_request(
             tool.request(&entry.server_id, &method, params).await
         }
         .await;
-        progress.set_activity("stopping the language server");
-        tool.shutdown().await;
+        // The answer as soon as it is there; the servers stop after.
+        if let Ok(result) = &outcome {
+            progress.set_activity("stopping the language server");
+            println!("{}", result.get());
+        }
+        tool.finish().await;
         progress.finish().await;
-        outcome
+        outcome?;
+        anyhow::Ok(())
     })?;
-    println!("{}", result.get());
     Ok(ExitCode::SUCCESS)
+}
+
+/// The command line's session: on the shared daemon when asked (`--shared`,
+/// `shared = true`) or when it runs already, else with servers of its own.
+fn cli_session(
+    root: &Path,
+    config: Config,
+    shared: bool,
+    config_file: Option<&Path>,
+    log: &LogArgs,
+) -> anyhow::Result<SessionFacade> {
+    let paths = acp_lsp::daemon::paths::Paths::for_config(config_file)?;
+    if acp_lsp::session_facade::use_shared_daemon(shared || config.shared, &paths) {
+        tracing::info!(shared = %paths.socket.display(), "servers of the shared daemon");
+        let launcher = acp_lsp::daemon::client::Launcher {
+            program: std::env::current_exe().context("cannot find the acp-lsp executable")?,
+            log_level: log.log_level.clone(),
+        };
+        return Ok(SessionFacade::start_shared(root, &config, paths, launcher));
+    }
+    Ok(SessionFacade::start(root, config))
 }
 
 /// `acp-lsp rename`.
@@ -353,15 +381,17 @@ fn run_rename(args: RenameArgs) -> anyhow::Result<ExitCode> {
         dry_run,
         yes,
         server,
+        shared,
         config,
         log,
     } = args;
     init_logging(&log)?;
-    let config = load_config(config.as_deref())?;
+    let config_file = config;
+    let config = load_config(config_file.as_deref())?;
     let root = existing_dir(root, "--root")?;
     let runtime = tokio::runtime::Runtime::new()?;
-    let outcome = runtime.block_on(async {
-        let tool = SessionFacade::start(&root, config);
+    runtime.block_on(async {
+        let tool = cli_session(&root, config, shared, config_file.as_deref(), &log)?;
         let progress = Progress::start(
             format!("rename {location} → {new_name}"),
             tool.registry().cloned(),
@@ -369,11 +399,25 @@ fn run_rename(args: RenameArgs) -> anyhow::Result<ExitCode> {
         let outcome = tool
             .rename(&location, &new_name, server.as_deref(), dry_run, yes)
             .await;
-        progress.set_activity("stopping the language server");
-        tool.shutdown().await;
+        // What was done as soon as it is done; the servers stop after.
+        if let Ok(outcome) = &outcome {
+            progress.set_activity("stopping the language server");
+            print_rename(outcome, &location, &new_name);
+        }
+        tool.finish().await;
         progress.finish().await;
-        outcome
+        outcome?;
+        anyhow::Ok(())
     })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What `rename` did, on stdout (the unchanged case on stderr).
+fn print_rename(
+    outcome: &RenameOutcome,
+    location: &acp_lsp::session_facade::FileLocation,
+    new_name: &str,
+) {
     match outcome {
         RenameOutcome::DryRun(diff) => print!("{diff}"),
         RenameOutcome::Applied(report) => {
@@ -394,7 +438,6 @@ fn run_rename(args: RenameArgs) -> anyhow::Result<ExitCode> {
             eprintln!("nothing to change: the symbol at {location} is already named {new_name}");
         }
     }
-    Ok(ExitCode::SUCCESS)
 }
 
 /// `acp-lsp conformance`.

@@ -182,21 +182,33 @@ fn pyright_installs_pinned_and_is_found_without_path() {
         .unwrap_or_else(|| panic!("{view}"));
     assert_eq!(pyright["program"]["origin"], "installed", "{view}");
     assert_eq!(pyright["check"]["starts"], true, "{view}");
-    let brief = prefix.run(&["servers", &project.display().to_string()], &[("PATH", &path)]);
+    let brief = prefix.run(
+        &["servers", &project.display().to_string()],
+        &[("PATH", &path)],
+    );
     let brief = text(&brief.stdout);
     assert!(
         brief
             .lines()
-            .any(|l| l.starts_with("  pyright") && l.contains("acp-lsp install: npm pyright 1.1.414")),
+            .any(|l| l.starts_with("  pyright")
+                && l.contains("acp-lsp install: npm pyright 1.1.414")),
         "{brief}"
     );
 
     // A second install is none; uninstall removes it.
     let again = prefix.run(&["install", "pyright"], &[]);
-    assert!(text(&again.stdout).contains("installed already"), "{}", describe(&again));
+    assert!(
+        text(&again.stdout).contains("installed already"),
+        "{}",
+        describe(&again)
+    );
     let removed = prefix.run(&["uninstall", "pyright"], &[]);
     assert!(removed.status.success(), "{}", describe(&removed));
-    assert!(text(&removed.stdout).starts_with("removed npm pyright 1.1.414"), "{}", describe(&removed));
+    assert!(
+        text(&removed.stdout).starts_with("removed npm pyright 1.1.414"),
+        "{}",
+        describe(&removed)
+    );
     assert!(prefix.entries("npm-pyright").is_empty());
 }
 
@@ -220,7 +232,11 @@ fn an_unreachable_registry_is_named_and_installs_nothing() {
     let index = format!("http://127.0.0.1:{}/simple", closed_port());
     let output = prefix.run(
         &["install", "pylsp"],
-        &[("PIP_INDEX_URL", &index), ("PIP_FIND_LINKS", ""), ("PIP_RETRIES", "0")],
+        &[
+            ("PIP_INDEX_URL", &index),
+            ("PIP_FIND_LINKS", ""),
+            ("PIP_RETRIES", "0"),
+        ],
     );
     assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
     let error = error_about(&output, "pylsp");
@@ -243,13 +259,21 @@ fn a_version_that_does_not_exist_and_a_checksum_that_does_not_match() {
     );
     let config = config.display().to_string();
     let output = prefix.run(
-        &["install", "--config", &config, "pyright", "bash-language-server", "six-check"],
+        &[
+            "install",
+            "--config",
+            &config,
+            "pyright",
+            "bash-language-server",
+            "six-check",
+        ],
         &[("PIP_FIND_LINKS", "")],
     );
     assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
     let missing = error_about(&output, "pyright");
     assert!(
-        missing.contains("pyright@0.0.999 is not in the npm registry") && missing.contains("ETARGET"),
+        missing.contains("pyright@0.0.999 is not in the npm registry")
+            && missing.contains("ETARGET"),
         "{missing}"
     );
     let npm = error_about(&output, "bash-language-server");
@@ -267,7 +291,11 @@ fn a_version_that_does_not_exist_and_a_checksum_that_does_not_match() {
     );
     assert!(text(&output.stderr).contains("error: 3 of 3 servers could not be installed"));
     for package in ["npm-pyright", "npm-bash-language-server", "pypi-six"] {
-        assert!(prefix.entries(package).is_empty(), "{package}: {:?}", prefix.entries(package));
+        assert!(
+            prefix.entries(package).is_empty(),
+            "{package}: {:?}",
+            prefix.entries(package)
+        );
     }
 }
 
@@ -318,9 +346,9 @@ fn an_install_killed_mid_way_is_never_run_and_is_repaired() {
     );
     let view: serde_json::Value = serde_json::from_slice(&view.stdout).expect("JSON");
     assert!(
-        view["notInstalled"]
-            .as_array()
-            .is_some_and(|m| m.contains(&serde_json::json!({"name": "pyright", "install": "acp-lsp install pyright"}))),
+        view["notInstalled"].as_array().is_some_and(|m| m.contains(
+            &serde_json::json!({"name": "pyright", "install": "acp-lsp install pyright"})
+        )),
         "{view}"
     );
     // The next install repairs: one whole install, the staging gone.
@@ -369,7 +397,12 @@ fn two_installs_at_once_make_one_and_both_wait() {
     let waited = outputs
         .iter()
         .any(|o| text(&o.stderr).contains("waiting for another acp-lsp (pid"));
-    assert!(waited, "{}\n{}", describe(&outputs[0]), describe(&outputs[1]));
+    assert!(
+        waited,
+        "{}\n{}",
+        describe(&outputs[0]),
+        describe(&outputs[1])
+    );
     assert_eq!(prefix.installs("npm-pyright").len(), 1);
 }
 

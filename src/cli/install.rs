@@ -13,7 +13,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use crate::cli::UsageError;
 use crate::install::{InstallError, Outcome, Recipe, Store};
 use crate::lsp::config::{Config, PROJECT_FILE};
-use crate::lsp::detect::detect;
+use crate::lsp::detect::{detect, DetectReason};
 use crate::lsp::primary::{self, Role};
 use crate::lsp::program::{find_program, Origin};
 
@@ -90,7 +90,18 @@ pub fn plan_for(dir: &Path, mut config: Config) -> Result<Plan, UsageError> {
         let Some(server) = config.server(name) else {
             continue;
         };
+        // A server with root markers is wanted where one is: files of its
+        // extension alone (a Cargo.toml for taplo) do not make a project of it.
+        let by_marker = detected
+            .iter()
+            .any(|d| d.server == name && matches!(d.reason, DetectReason::Marker(_)));
         match roles.get(name) {
+            Some(Role::NotInstalled { .. }) if !by_marker && !server.root_markers.is_empty() => {
+                plan.notes.push(format!(
+                    "not installing {name}: only files of its extensions, none of its markers ({}); `acp-lsp install {name}` installs it",
+                    server.root_markers.join(", ")
+                ));
+            }
             Some(Role::NotInstalled { .. }) => plan.wanted.push(Wanted {
                 server: name.to_string(),
                 command: server.command.clone(),

@@ -87,3 +87,19 @@ pub fn install_command(config: &Config, server: &str) -> Option<String> {
         .recipe(server)
         .map(|_| format!("acp-lsp install {server}"))
 }
+
+/// `command` on `PATH`, else the program of that name in acp-lsp's install
+/// of a built-in server that runs it (what a session would run).
+pub fn find_command(command: &str) -> Option<PathBuf> {
+    if let Some(path) = find_on_path(command) {
+        return Some(path);
+    }
+    let config = Config::builtin();
+    let store = Store::user()?;
+    config
+        .servers
+        .iter()
+        .filter(|s| s.command == command)
+        .find_map(|s| store.resolve(config.recipe(&s.name)?, command))
+        .map(|(path, _)| path)
+}

@@ -638,6 +638,7 @@ impl LspHost for Registry {
                     crate::gate::ServerState::Ready
                         | crate::gate::ServerState::Failed
                         | crate::gate::ServerState::Stopped
+                        | crate::gate::ServerState::NotInstalled
                 )
             }),
         )

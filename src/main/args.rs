@@ -123,6 +123,10 @@ pub(crate) enum Command {
         /// The server to ask, by name (default: the one for the file the params name).
         #[arg(long)]
         server: Option<String>,
+        /// Use the shared daemon's servers (started if needed; also the
+        /// config key `shared`). Without it, a daemon that runs is used.
+        #[arg(long)]
+        shared: bool,
         /// Config file (default: $XDG_CONFIG_HOME/acp-lsp/config.toml).
         #[arg(long)]
         config: Option<PathBuf>,
@@ -152,6 +156,9 @@ pub(crate) enum Command {
         /// The server to ask, by name (default: the one for the file).
         #[arg(long)]
         server: Option<String>,
+        /// Use the shared daemon's servers (as for `request`).
+        #[arg(long)]
+        shared: bool,
         /// Config file (default: $XDG_CONFIG_HOME/acp-lsp/config.toml).
         #[arg(long)]
         config: Option<PathBuf>,
@@ -283,6 +290,7 @@ pub(crate) struct RenameArgs {
     pub(crate) dry_run: bool,
     pub(crate) yes: bool,
     pub(crate) server: Option<String>,
+    pub(crate) shared: bool,
     pub(crate) config: Option<PathBuf>,
     pub(crate) log: LogArgs,
 }

@@ -132,7 +132,10 @@ impl Registry {
                     let wanted = server.installed();
                     if let Some(registry) = me.upgrade() {
                         registry.installs.lock().remove(&task_id);
-                        let top = registry.running.lock().is_top_level(&task_id);
+                        // A session root's server starts with its session
+                        // (unless lazy); any other when asked for.
+                        let top = registry.running.lock().is_top_level(&task_id)
+                            && !registry.options.lazy;
                         if wanted || top {
                             if let Err(e) = registry.start_server(&task_id) {
                                 tracing::warn!(error = %e, "installed server not started");
