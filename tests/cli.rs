@@ -431,14 +431,35 @@ async fn servers_names_the_primary_server_and_why_another_does_not_run() {
         std::env::var("PATH").unwrap_or_default()
     );
     let output = run_in(
+        &["servers", "--verbose", &project.display().to_string()],
+        dir.path(),
+        dir.path(),
+        &[("PATH", &path)],
+    )
+    .await;
+    assert_success(&output, "acp-lsp servers --verbose");
+    let text = stdout(&output);
+    // The brief view: one line for pyright, and why pylsp does not run.
+    let brief = run_in(
         &["servers", &project.display().to_string()],
         dir.path(),
         dir.path(),
         &[("PATH", &path)],
     )
     .await;
-    assert_success(&output, "acp-lsp servers");
-    let text = stdout(&output);
+    let brief = stdout(&brief);
+    assert!(
+        brief
+            .lines()
+            .any(|l| l.starts_with("  pyright") && l.contains(". at session start")),
+        "{brief}"
+    );
+    assert!(
+        brief
+            .lines()
+            .any(|l| l.starts_with("Not run: pylsp (pyright comes first")),
+        "{brief}"
+    );
     let row = |name: &str| {
         text.lines()
             .find(|l| l.split_whitespace().next() == Some(name))
@@ -965,7 +986,7 @@ async fn servers_reports_a_rustup_stub_and_its_fix() {
     };
 
     // The real binary starts.
-    let output = project.run(&["servers", &root], None).await;
+    let output = project.run(&["servers", "--verbose", &root], None).await;
     assert_success(&output, "acp-lsp servers");
     let text = stdout(&output);
     assert!(row_of(&text).contains(" starts ("), "{text}");
@@ -981,7 +1002,9 @@ async fn servers_reports_a_rustup_stub_and_its_fix() {
         std::env::var("PATH").unwrap_or_default()
     );
     let env = [("PATH", path.as_str())];
-    let output = project.run_env(&["servers", &root], None, &env).await;
+    let output = project
+        .run_env(&["servers", "--verbose", &root], None, &env)
+        .await;
     assert_success(&output, "acp-lsp servers with the stub");
     let text = stdout(&output);
     let row = row_of(&text);
@@ -1085,13 +1108,38 @@ async fn a_definition_in_the_standard_library_can_be_hovered() {
         "{hover}"
     );
 
-    let output = project.run(&["servers", &root], None).await;
+    let output = project.run(&["servers", "--verbose", &root], None).await;
     assert_success(&output, "acp-lsp servers");
     let text = stdout(&output);
     assert!(
         text.lines().any(|l| l.trim_start().starts_with('/')
             && l.contains("/lib/rustlib/src/rust")
             && l.contains("Rust standard library sources")),
+        "{text}"
+    );
+}
+
+/// `acp-lsp servers` on this repository (a Rust workspace with fixture
+/// projects of four languages nested in it) fits a terminal: at most 25
+/// lines of at most 100 columns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn servers_on_this_repository_fits_a_terminal() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let output = run_in(&["servers", &repo.display().to_string()], repo, repo, &[]).await;
+    assert_success(&output, "acp-lsp servers on this repository");
+    let text = stdout(&output);
+    let widest = text.lines().map(|l| l.chars().count()).max().unwrap_or(0);
+    assert!(
+        text.lines().count() <= 25 && widest <= 100,
+        "{} lines, the widest {widest} columns:\n{text}",
+        text.lines().count()
+    );
+    // One line per server, whatever its number of roots.
+    assert_eq!(
+        text.lines()
+            .filter(|l| l.split_whitespace().next() == Some("pyright"))
+            .count(),
+        1,
         "{text}"
     );
 }

@@ -347,7 +347,7 @@ fn an_install_killed_mid_way_is_never_run_and_is_repaired() {
     let view: serde_json::Value = serde_json::from_slice(&view.stdout).expect("JSON");
     assert!(
         view["notInstalled"].as_array().is_some_and(|m| m.contains(
-            &serde_json::json!({"name": "pyright", "install": "acp-lsp install pyright"})
+            &serde_json::json!({"name": "pyright", "install": "acp-lsp install pyright", "needed": true})
         )),
         "{view}"
     );
@@ -425,4 +425,36 @@ fn gopls_fails_naming_go_and_a_server_without_recipe_says_so() {
     );
     let unknown = prefix.run(&["install", "no-such-server"], &[]);
     assert_eq!(unknown.status.code(), Some(2), "{}", describe(&unknown));
+}
+
+/// A request for a file whose server is not installed: a `warn` naming
+/// the fix at once, an error naming the command, and exit code 1 (a
+/// failure, not a usage error).
+#[test]
+fn a_missing_server_is_a_failure_that_names_the_install_command() {
+    let prefix = Prefix::new();
+    let project = prefix.dir.path().join("project");
+    python_project(&project);
+    let uri = url::Url::from_file_path(project.join("m.py")).expect("uri");
+    let params =
+        format!(r#"{{"textDocument":{{"uri":"{uri}"}},"position":{{"line":0,"character":0}}}}"#);
+    let root = project.display().to_string();
+    let output = prefix.run(
+        &["request", "--root", &root, "textDocument/hover", &params],
+        &[("PATH", &path_without_servers())],
+    );
+    assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.lines().any(|l| l.contains("WARN")
+            && l.contains("language server not installed: run `acp-lsp install pyright`")),
+        "{stderr}"
+    );
+    assert!(
+        stderr.lines().any(|l| l.starts_with("error: ")
+            && l.contains("pyright")
+            && l.contains("run `acp-lsp install pyright`")),
+        "{stderr}"
+    );
+    assert!(output.stdout.is_empty(), "{}", describe(&output));
 }

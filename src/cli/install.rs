@@ -90,16 +90,21 @@ pub fn plan_for(dir: &Path, mut config: Config) -> Result<Plan, UsageError> {
         let Some(server) = config.server(name) else {
             continue;
         };
-        // A server with root markers is wanted where one is: files of its
+        // A server is wanted where a marker of its is: files of its
         // extension alone (a Cargo.toml for taplo) do not make a project of it.
         let by_marker = detected
             .iter()
             .any(|d| d.server == name && matches!(d.reason, DetectReason::Marker(_)));
         match roles.get(name) {
-            Some(Role::NotInstalled { .. }) if !by_marker && !server.root_markers.is_empty() => {
+            Some(Role::NotInstalled { .. }) if !by_marker => {
                 plan.notes.push(format!(
-                    "not installing {name}: only files of its extensions, none of its markers ({}); `acp-lsp install {name}` installs it",
-                    server.root_markers.join(", ")
+                    "not installing {name}: only files of its extensions here, no project \
+                     marker of its{}; `acp-lsp install {name}` installs it",
+                    if server.root_markers.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" ({})", server.root_markers.join(", "))
+                    }
                 ));
             }
             Some(Role::NotInstalled { .. }) => plan.wanted.push(Wanted {

@@ -130,13 +130,21 @@ impl Survey<'_> {
         Some(self.config.project_code_for(config, root))
     }
 
-    /// Servers detected but not installed that are needed, with the command
-    /// that installs each (`None`: no recipe).
-    pub fn not_installed(&self) -> Vec<(&str, Option<String>)> {
+    /// Servers detected but not installed, with the command that installs
+    /// each (`None`: no recipe) and whether a project marker of theirs asks
+    /// for them (`needed`: sessions list them and warn; else only files of
+    /// their extensions are here).
+    pub fn not_installed(&self) -> Vec<(&str, Option<String>, bool)> {
         self.servers()
             .into_iter()
             .filter(|name| matches!(self.roles.get(*name), Some(Role::NotInstalled { .. })))
-            .map(|name| (name, install_command(self.config, name)))
+            .map(|name| {
+                let needed = self
+                    .roots_of(name)
+                    .iter()
+                    .any(|d| matches!(d.reason, crate::lsp::detect::DetectReason::Marker(_)));
+                (name, install_command(self.config, name), needed)
+            })
             .collect()
     }
 
@@ -232,7 +240,7 @@ pub fn json(survey: &Survey<'_>) -> Value {
     json!({
         "folder": survey.dir.display().to_string(),
         "servers": servers,
-        "notInstalled": survey.not_installed().into_iter().map(|(name, install)| json!({"name": name, "install": install})).collect::<Vec<_>>(),
+        "notInstalled": survey.not_installed().into_iter().map(|(name, install, needed)| json!({"name": name, "install": install, "needed": needed})).collect::<Vec<_>>(),
         "readOnlyRoots": read_only_roots(survey.config).into_iter().map(|(path, why)| json!({"path": path.display().to_string(), "why": why})).collect::<Vec<_>>(),
         "notApplicable": not_applicable,
         "disabled": disabled,

@@ -12,7 +12,7 @@
 //! server that served nothing for `nested_idle_stop_ms` goes back to `idle`.
 
 use super::config::{Config, ServerConfig};
-use super::detect::detect;
+use super::detect::{detect, DetectReason};
 use super::primary::{self, Role};
 use super::program::{find_program, Program};
 use super::running::Running;
@@ -311,7 +311,11 @@ impl Registry {
                 let role = roles.get(&found.server);
                 let program = match (programs.get(&found.server), role) {
                     (Some(program), Some(role)) if role.runs() => program.path.clone(),
-                    (None, Some(Role::NotInstalled { .. })) => {
+                    // Needed where a marker of its says so; files of its
+                    // extensions alone (a Cargo.toml for taplo) do not.
+                    (None, Some(Role::NotInstalled { .. }))
+                        if matches!(found.reason, DetectReason::Marker(_)) =>
+                    {
                         self.missing_server(&config, server_config, &found.root)
                     }
                     (_, role) => {

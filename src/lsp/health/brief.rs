@@ -78,7 +78,7 @@ fn binary(survey: &Survey<'_>, server: &str) -> String {
         return "not installed".to_string();
     };
     if let Some(remote) = survey.config.server(server).and_then(|s| s.remote.as_ref()) {
-        return format!("connect {}", remote.connect);
+        return format!("connect {} (not probed)", remote.connect);
     }
     let check = match survey.probes.get(server) {
         Some(probe) if probe.starts() => short_version(&probe.summary()),
@@ -197,27 +197,41 @@ fn footer(survey: &Survey<'_>) -> Vec<String> {
         }
     }
     let missing = survey.not_installed();
-    let with: Vec<&str> = missing
+    let needed_with: Vec<&str> = missing
         .iter()
-        .filter(|(_, cmd)| cmd.is_some())
-        .map(|(n, _)| *n)
+        .filter(|(_, cmd, needed)| *needed && cmd.is_some())
+        .map(|(n, _, _)| *n)
         .collect();
-    let without: Vec<&str> = missing
+    let needed_without: Vec<&str> = missing
         .iter()
-        .filter(|(_, cmd)| cmd.is_none())
-        .map(|(n, _)| *n)
+        .filter(|(_, cmd, needed)| *needed && cmd.is_none())
+        .map(|(n, _, _)| *n)
         .collect();
-    if !with.is_empty() {
+    let optional: Vec<String> = missing
+        .iter()
+        .filter(|(_, _, needed)| !needed)
+        .map(|(n, cmd, _)| match cmd {
+            Some(_) => n.to_string(),
+            None => format!("{n} (no recipe)"),
+        })
+        .collect();
+    if !needed_with.is_empty() {
         lines.push(format!(
             "Not installed: {}: acp-lsp install {}",
-            with.join(", "),
-            with.join(" ")
+            needed_with.join(", "),
+            needed_with.join(" ")
         ));
     }
-    if !without.is_empty() {
+    if !needed_without.is_empty() {
         lines.push(format!(
             "Not installed, no recipe (put them on PATH yourself): {}",
-            without.join(", ")
+            needed_without.join(", ")
+        ));
+    }
+    if !optional.is_empty() {
+        lines.push(format!(
+            "Also for files here, not installed: {} (`acp-lsp install NAME`)",
+            optional.join(", ")
         ));
     }
     for (primary, names) in survey.shadowed() {

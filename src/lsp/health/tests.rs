@@ -84,7 +84,7 @@ fn stand_in_config(bin: &Path) -> Config {
     let text = format!(
         "[servers.alpha]\ncommand = \"{bin}/alpha\"\nlanguage_ids = [\"alpha\"]\nfile_extensions = [\"al\"]\nroot_markers = [\"alpha.toml\"]\n\
          [servers.beta]\ncommand = \"{bin}/beta\"\nlanguage_ids = [\"beta\"]\nfile_extensions = [\"be\"]\nroot_markers = [\"beta.toml\"]\n\
-         [servers.gamma]\ncommand = \"{bin}/not-there\"\nlanguage_ids = [\"gamma\"]\nfile_extensions = [\"ga\"]\n\
+         [servers.gamma]\ncommand = \"{bin}/not-there\"\nlanguage_ids = [\"gamma\"]\nfile_extensions = [\"ga\"]\nroot_markers = [\"gamma.toml\"]\n\
          [install.gamma]\nnpm = \"gamma-ls\"\nversion = \"1.0.0\"\n",
         bin = bin.display()
     );
@@ -102,6 +102,7 @@ fn brief_folds_nested_roots_and_lists_the_missing_once() {
     let mut files: Vec<(String, String)> = vec![
         ("alpha.toml".into(), String::new()),
         ("main.al".into(), String::new()),
+        ("gamma.toml".into(), String::new()),
     ];
     for i in 0..12 {
         files.push((format!("fixtures/case{i:02}/beta.toml"), String::new()));
@@ -162,7 +163,12 @@ fn brief_folds_nested_roots_and_lists_the_missing_once() {
 
 #[test]
 fn json_says_where_each_binary_comes_from() {
-    let dir = tree(&[("alpha.toml", ""), ("main.al", ""), ("y.ga", "")]);
+    let dir = tree(&[
+        ("alpha.toml", ""),
+        ("main.al", ""),
+        ("y.ga", ""),
+        ("gamma.toml", ""),
+    ]);
     let bin = dir.path().join("bin");
     stub(&bin, "alpha");
     let config = stand_in_config(&bin);
@@ -178,7 +184,7 @@ fn json_says_where_each_binary_comes_from() {
     assert_eq!(alpha["roots"][0]["starts"], "session_start", "{value}");
     assert_eq!(
         value["notInstalled"],
-        serde_json::json!([{"name": "gamma", "install": "acp-lsp install gamma"}]),
+        serde_json::json!([{"name": "gamma", "install": "acp-lsp install gamma", "needed": true}]),
         "{value}"
     );
 }
