@@ -83,8 +83,7 @@ async fn a_python_session_installs_pyright_on_first_use() {
     let error = tool
         .request(&entry.server_id, "textDocument/hover", hover_params(&plain))
         .await
-        .err()
-        .expect("no answer without pyright");
+        .expect_err("no answer without pyright");
     assert!(
         matches!(
             &error,

@@ -116,7 +116,7 @@ impl Store {
             })
             .filter_map(|dir| Marker::read(&dir).map(|marker| Installed { dir, marker }))
             .collect();
-        out.sort_by(|a, b| b.marker.installed_at.cmp(&a.marker.installed_at));
+        out.sort_by_key(|i| std::cmp::Reverse(i.marker.installed_at));
         out
     }
 

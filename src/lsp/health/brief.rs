@@ -128,8 +128,9 @@ fn table(rows: &[[String; 3]]) -> String {
 /// The project-code policy, once per group of roots that share it, with
 /// what `off` does for each server that runs there.
 fn project_code_lines(survey: &Survey<'_>) -> Vec<String> {
-    let mut groups: BTreeMap<(&'static str, &'static str), (Vec<String>, Vec<&str>)> =
-        BTreeMap::new();
+    // (policy, source) → (roots, servers) that share it.
+    type Group<'s> = (Vec<String>, Vec<&'s str>);
+    let mut groups: BTreeMap<(&'static str, &'static str), Group<'_>> = BTreeMap::new();
     for d in &survey.detected {
         if !survey.runs(&d.server) {
             continue;
