@@ -47,7 +47,11 @@
 //! `trusted_projects`, `project_code` (`"run"` or `"off"`, see [`ProjectCode`]),
 //! `max_requests_per_session`, `max_requests_total` (the gate's quotas), `mcp_http`
 //! (a table: `max_body_bytes`, `max_concurrent`, `read_timeout_ms`), `servers`,
-//! `shared` (`true`: `acp-lsp proxy` acts as with `--shared`, see `crate::daemon`).
+//! `shared` (`true`: `acp-lsp proxy` acts as with `--shared`, see `crate::daemon`),
+//! `auto_install` (`true`: a session installs a needed server it lacks, see
+//! `lsp::registry`), and `[install.NAME]` tables: how `acp-lsp install NAME`
+//! gets the server NAME (`crate::install::RecipePatch`; a `version` given
+//! outside the built-in table pins it).
 //! A list given in a file replaces the list it is merged over.
 //!
 //! Keys of a `[servers.NAME]` table (all optional when NAME is an existing server):
