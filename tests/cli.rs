@@ -1143,3 +1143,69 @@ async fn servers_on_this_repository_fits_a_terminal() {
         "{text}"
     );
 }
+
+/// `request --shared` uses the shared daemon's server, and a later
+/// `request` without the flag finds the daemon running and uses its warm
+/// server too: the same rust-analyzer process answers all three calls, and
+/// it outlives each command (the daemon's idle grace keeps it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_uses_the_shared_daemons_warm_server() {
+    let project = Project::rust();
+    let runtime = project.dir.path().join("runtime");
+    std::fs::create_dir_all(&runtime).expect("mkdir runtime");
+    std::fs::set_permissions(&runtime, std::os::unix::fs::PermissionsExt::from_mode(0o700))
+        .expect("chmod runtime");
+    let runtime_text = runtime.display().to_string();
+    let env = [("XDG_RUNTIME_DIR", runtime_text.as_str())];
+    let root = project.root.display().to_string();
+    let params = json!({
+        "textDocument": {"uri": project.uri("src/lib.rs")},
+        "position": {"line": 0, "character": 0}
+    })
+    .to_string();
+    let config_home = project.dir.path().join("config");
+    let call = |shared: bool| {
+        let mut args = vec!["request", "textDocument/hover", params.as_str(), "--root", root.as_str()];
+        if shared {
+            args.push("--shared");
+        }
+        let args: Vec<String> = args.into_iter().map(str::to_string).collect();
+        let cwd = project.root.clone();
+        let config_home = config_home.clone();
+        async move {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            run_in(&args, &cwd, &config_home, &env).await
+        }
+    };
+    let status = || async {
+        let output = run_in(&["daemon", "status", "--json"], &project.root, &config_home, &env).await;
+        assert_success(&output, "acp-lsp daemon status");
+        serde_json::from_slice::<Value>(&output.stdout).expect("status JSON")
+    };
+    let server_pids = |status: &Value| -> Vec<u64> {
+        status["servers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|s| s["name"] == "rust-analyzer")
+            .filter_map(|s| s["_meta"]["acp-lsp"]["pid"].as_u64())
+            .collect()
+    };
+    let first = call(true).await;
+    assert_success(&first, "request --shared");
+    let after_first = status().await;
+    let pids = server_pids(&after_first);
+    assert_eq!(pids.len(), 1, "the daemon runs rust-analyzer: {after_first}");
+    let second = call(true).await;
+    assert_success(&second, "request --shared, again");
+    let third = call(false).await;
+    assert_success(&third, "request while the daemon runs");
+    assert_eq!(first.stdout, second.stdout);
+    assert_eq!(first.stdout, third.stdout);
+    let after = status().await;
+    assert_eq!(server_pids(&after), pids, "the same warm server answered: {after}");
+    // The daemon and its servers go with the test.
+    if let Some(pid) = after["pid"].as_u64() {
+        let _ = std::process::Command::new("kill").arg(pid.to_string()).status();
+    }
+}

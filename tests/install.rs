@@ -458,3 +458,46 @@ fn a_missing_server_is_a_failure_that_names_the_install_command() {
     );
     assert!(output.stdout.is_empty(), "{}", describe(&output));
 }
+
+/// A trusted project's `.acp-lsp.toml` pins a server's version for the
+/// team: `install --for` installs that version (not the built-in one, and
+/// not the pyright on PATH); in an untrusted checkout it says the file was
+/// not read.
+#[test]
+fn install_for_a_trusted_project_reads_its_pinned_version() {
+    let prefix = Prefix::new();
+    let project = prefix.dir.path().join("project");
+    python_project(&project);
+    std::fs::write(
+        project.join(".acp-lsp.toml"),
+        "[install.pyright]\nversion = \"1.1.407\"\n",
+    )
+    .expect("write the project file");
+    let root = project.display().to_string();
+
+    let untrusted = prefix.run(&["install", "--for", &root], &[("PATH", &path_without_servers())]);
+    assert!(
+        text(&untrusted.stderr).contains(".acp-lsp.toml was not read")
+            && text(&untrusted.stderr).contains("trusted_projects"),
+        "{}",
+        describe(&untrusted)
+    );
+
+    let config = prefix.config(&format!("trusted_projects = [\"{root}\"]\n"));
+    let config = config.display().to_string();
+    // With the global pyright on PATH: a pin asks for acp-lsp's install.
+    let output = prefix.run(&["install", "--config", &config, "--for", &root], &[]);
+    assert!(output.status.success(), "{}", describe(&output));
+    assert!(
+        text(&output.stdout).contains("installed pyright (npm pyright 1.1.407)"),
+        "{}",
+        describe(&output)
+    );
+    let installs = prefix.installs("npm-pyright");
+    assert!(
+        installs.iter().any(|p| p
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("1.1.407-"))),
+        "{installs:?}"
+    );
+}
