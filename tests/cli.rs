@@ -1164,16 +1164,28 @@ async fn request_uses_the_shared_daemons_warm_server() {
     })
     .to_string();
     let config_home = project.dir.path().join("config");
+    // The call without --shared runs with a PATH that has no rust-analyzer:
+    // only the daemon's running server can answer it (its own would be
+    // "not installed", exit 1).
+    let no_servers = project.dir.path().join("empty-bin");
+    std::fs::create_dir_all(&no_servers).expect("mkdir empty-bin");
+    let no_servers = no_servers.display().to_string();
     let call = |shared: bool| {
         let mut args = vec!["request", "textDocument/hover", params.as_str(), "--root", root.as_str()];
+        let mut env: Vec<(&str, &str)> = env.to_vec();
         if shared {
             args.push("--shared");
+        } else {
+            env.push(("PATH", no_servers.as_str()));
         }
         let args: Vec<String> = args.into_iter().map(str::to_string).collect();
+        let env: Vec<(String, String)> =
+            env.into_iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         let cwd = project.root.clone();
         let config_home = config_home.clone();
         async move {
             let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
             run_in(&args, &cwd, &config_home, &env).await
         }
     };
@@ -1199,7 +1211,7 @@ async fn request_uses_the_shared_daemons_warm_server() {
     let second = call(true).await;
     assert_success(&second, "request --shared, again");
     let third = call(false).await;
-    assert_success(&third, "request while the daemon runs");
+    assert_success(&third, "request while the daemon runs, with no rust-analyzer on PATH");
     assert_eq!(first.stdout, second.stdout);
     assert_eq!(first.stdout, third.stdout);
     let after = status().await;
