@@ -1099,8 +1099,11 @@ async fn request_uses_the_shared_daemons_warm_server() {
     let project = Project::rust();
     let runtime = project.dir.path().join("runtime");
     std::fs::create_dir_all(&runtime).expect("mkdir runtime");
-    std::fs::set_permissions(&runtime, std::os::unix::fs::PermissionsExt::from_mode(0o700))
-        .expect("chmod runtime");
+    std::fs::set_permissions(
+        &runtime,
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )
+    .expect("chmod runtime");
     let runtime_text = runtime.display().to_string();
     let env = [("XDG_RUNTIME_DIR", runtime_text.as_str())];
     let root = project.root.display().to_string();
@@ -1117,7 +1120,13 @@ async fn request_uses_the_shared_daemons_warm_server() {
     std::fs::create_dir_all(&no_servers).expect("mkdir empty-bin");
     let no_servers = no_servers.display().to_string();
     let call = |shared: bool| {
-        let mut args = vec!["request", "textDocument/hover", params.as_str(), "--root", root.as_str()];
+        let mut args = vec![
+            "request",
+            "textDocument/hover",
+            params.as_str(),
+            "--root",
+            root.as_str(),
+        ];
         let mut env: Vec<(&str, &str)> = env.to_vec();
         if shared {
             args.push("--shared");
@@ -1125,18 +1134,27 @@ async fn request_uses_the_shared_daemons_warm_server() {
             env.push(("PATH", no_servers.as_str()));
         }
         let args: Vec<String> = args.into_iter().map(str::to_string).collect();
-        let env: Vec<(String, String)> =
-            env.into_iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let env: Vec<(String, String)> = env
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         let cwd = project.root.clone();
         let config_home = config_home.clone();
         async move {
             let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+            let env: Vec<(&str, &str)> =
+                env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
             run_in(&args, &cwd, &config_home, &env).await
         }
     };
     let status = || async {
-        let output = run_in(&["daemon", "status", "--json"], &project.root, &config_home, &env).await;
+        let output = run_in(
+            &["daemon", "status", "--json"],
+            &project.root,
+            &config_home,
+            &env,
+        )
+        .await;
         assert_success(&output, "acp-lsp daemon status");
         serde_json::from_slice::<Value>(&output.stdout).expect("status JSON")
     };
@@ -1153,17 +1171,30 @@ async fn request_uses_the_shared_daemons_warm_server() {
     assert_success(&first, "request --shared");
     let after_first = status().await;
     let pids = server_pids(&after_first);
-    assert_eq!(pids.len(), 1, "the daemon runs rust-analyzer: {after_first}");
+    assert_eq!(
+        pids.len(),
+        1,
+        "the daemon runs rust-analyzer: {after_first}"
+    );
     let second = call(true).await;
     assert_success(&second, "request --shared, again");
     let third = call(false).await;
-    assert_success(&third, "request while the daemon runs, with no rust-analyzer on PATH");
+    assert_success(
+        &third,
+        "request while the daemon runs, with no rust-analyzer on PATH",
+    );
     assert_eq!(first.stdout, second.stdout);
     assert_eq!(first.stdout, third.stdout);
     let after = status().await;
-    assert_eq!(server_pids(&after), pids, "the same warm server answered: {after}");
+    assert_eq!(
+        server_pids(&after),
+        pids,
+        "the same warm server answered: {after}"
+    );
     // The daemon and its servers go with the test.
     if let Some(pid) = after["pid"].as_u64() {
-        let _ = std::process::Command::new("kill").arg(pid.to_string()).status();
+        let _ = std::process::Command::new("kill")
+            .arg(pid.to_string())
+            .status();
     }
 }

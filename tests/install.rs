@@ -475,7 +475,10 @@ fn install_for_a_trusted_project_reads_its_pinned_version() {
     .expect("write the project file");
     let root = project.display().to_string();
 
-    let untrusted = prefix.run(&["install", "--for", &root], &[("PATH", &path_without_servers())]);
+    let untrusted = prefix.run(
+        &["install", "--for", &root],
+        &[("PATH", &path_without_servers())],
+    );
     assert!(
         text(&untrusted.stderr).contains(".acp-lsp.toml was not read")
             && text(&untrusted.stderr).contains("trusted_projects"),
