@@ -2,8 +2,9 @@
 //! companion, `[servers.ruff] enabled = true`) on one Python project, both
 //! real. `lsp/servers` lists each, ruff marked as a companion; navigation
 //! goes to the primary; `_acp-lsp/diagnostics` returns both servers'
-//! findings for one file, each under its own `serverId` (the MCP
-//! `diagnostics` tool tags each line with the server's name from there).
+//! findings for one file, each under its own `serverId` (that the MCP
+//! `diagnostics` tool tags each finding with its server from there is
+//! `tests/mcp_tools.rs`'s).
 
 mod support;
 
