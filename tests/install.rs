@@ -504,3 +504,60 @@ fn install_for_a_trusted_project_reads_its_pinned_version() {
         "{installs:?}"
     );
 }
+
+/// With `auto_install = true` in the config file, the shared daemon (which
+/// reads the same file) installs a needed server as a proxy does: a
+/// `request --shared` on a Python project with no Python server anywhere
+/// gets its hover from the pyright the daemon installed into the prefix.
+#[test]
+fn the_shared_daemon_installs_on_first_use() {
+    let prefix = Prefix::new();
+    let project = prefix.dir.path().join("project");
+    python_project(&project);
+    let runtime = prefix.dir.path().join("runtime");
+    std::fs::create_dir_all(&runtime).expect("mkdir runtime");
+    std::fs::set_permissions(
+        &runtime,
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )
+    .expect("chmod runtime");
+    let runtime = runtime.display().to_string();
+    let config = prefix.config("auto_install = true\n");
+    let config = config.display().to_string();
+    let uri = url::Url::from_file_path(project.join("m.py")).expect("uri");
+    let params =
+        format!(r#"{{"textDocument":{{"uri":"{uri}"}},"position":{{"line":0,"character":0}}}}"#);
+    let root = project.display().to_string();
+    let path = path_without_servers();
+    let env = [
+        ("PATH", path.as_str()),
+        ("XDG_RUNTIME_DIR", runtime.as_str()),
+    ];
+    let output = prefix.run(
+        &[
+            "request",
+            "--shared",
+            "--config",
+            &config,
+            "--root",
+            &root,
+            "textDocument/hover",
+            &params,
+        ],
+        &env,
+    );
+    // The daemon and its servers go with the test.
+    let status = prefix.run(&["daemon", "status", "--json", "--config", &config], &env);
+    if let Ok(status) = serde_json::from_slice::<serde_json::Value>(&status.stdout) {
+        if let Some(pid) = status["pid"].as_u64() {
+            let _ = Command::new("kill").arg(pid.to_string()).status();
+        }
+    }
+    assert!(output.status.success(), "{}", describe(&output));
+    assert!(
+        text(&output.stdout).contains("(variable) x"),
+        "{}",
+        describe(&output)
+    );
+    assert_eq!(prefix.installs("npm-pyright").len(), 1);
+}
