@@ -5,7 +5,8 @@
 //! loopback port), a version that does not exist, a checksum that does
 //! not match — failing with a clear error and installing nothing; an
 //! install killed mid-way never run and repaired by the next one; two
-//! installs of one server at once making one install.
+//! installs of one server at once making one install; a trusted project's
+//! pinned version; the shared daemon installing on first use.
 
 mod support;
 
