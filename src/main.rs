@@ -24,6 +24,8 @@ use std::sync::Arc;
 
 #[path = "main/args.rs"]
 mod args;
+#[path = "main/chain.rs"]
+mod chain;
 
 use args::{
     Cli, Command, ConformanceAction, ConformanceArgs, DaemonAction, LogArgs, LogFormat, RenameArgs,
@@ -146,8 +148,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             mcp,
             shared,
             log,
+            chain,
             agent,
-        } => run_proxy(config, record, lsp, lazy, mcp, shared, &log, agent),
+        } => run_proxy(config, record, lsp, lazy, mcp, shared, &log, chain, agent),
         Command::Daemon { action } => run_daemon(action),
         Command::Request {
             method,
@@ -217,6 +220,7 @@ fn run_proxy(
     mcp: McpMode,
     shared: bool,
     log: &LogArgs,
+    chain: bool,
     agent: Vec<String>,
 ) -> anyhow::Result<ExitCode> {
     init_logging(log)?;
@@ -243,7 +247,11 @@ fn run_proxy(
     } else {
         None
     };
-    let code = runtime.block_on(proxy(config, shared, recorder, lsp, lazy, mcp, agent))?;
+    let code = if chain {
+        runtime.block_on(chain::chain_proxy(config, shared, recorder, lsp, lazy, mcp))?
+    } else {
+        runtime.block_on(proxy(config, shared, recorder, lsp, lazy, mcp, agent))?
+    };
     std::process::exit(code);
 }
 

@@ -422,6 +422,18 @@ impl Daemon {
                     },
                 );
             }
+            Op::StartShown { session: name } => {
+                self.answer_in_session(
+                    client,
+                    id,
+                    name,
+                    tasks,
+                    move |daemon, session| async move {
+                        daemon.registry.start_shown(&session).await;
+                        to_raw(&())
+                    },
+                );
+            }
             Op::EnsureReady {
                 session: name,
                 server_id,

@@ -64,6 +64,7 @@
 //! | `env` | table of strings, extra environment for the server | `{}` |
 //! | `env_passthrough` | list of variable names (or `PREFIX*`) inherited beyond the allowlist of `lsp::process` | `[]` |
 //! | `request_timeout_ms` | integer > 0 | `30000` |
+//! | `first_load_wait_ms` | integer: how long the first load may report work before the server is taken as `running` anyway (`stateReason`) | `60000` |
 //! | `execute_commands` | list of `workspace/executeCommand` commands allowed | `[]` |
 //! | `extension_methods` | list of the server's own request methods forwarded to it (`rust-analyzer/expandMacro`) | `[]` |
 //! | `position_encodings` | list of `"utf-8"`, `"utf-16"`, `"utf-32"` offered | `["utf-16"]` |

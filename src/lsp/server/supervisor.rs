@@ -272,6 +272,7 @@ impl Server {
                 .await;
         }
         self.update_readiness();
+        self.arm_first_load_wait(&connection);
 
         let ended = tokio::select! {
             status = process.wait() => Ended::Exited(status),
@@ -476,10 +477,7 @@ impl Server {
         wait_until_ready: Option<Duration>,
     ) -> Result<Arc<Connection>, GateError> {
         match wait_until_ready {
-            Some(wait) => {
-                self.await_status(wait, |s| s.state == ServerState::Ready)
-                    .await
-            }
+            Some(wait) => self.await_status(wait, Status::accepts_waiting).await,
             None => self.await_status(Duration::ZERO, |_| false).await,
         }
     }
