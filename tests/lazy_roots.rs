@@ -506,7 +506,7 @@ async fn more_session_roots_than_the_cap_take_turns() {
     let dirs: Vec<(tempfile::TempDir, PathBuf)> = (0..3).map(|_| python_projects(&["."])).collect();
     let mut config = pyright_only(Config::builtin());
     config.max_running_servers = 2;
-    config.nested_idle_stop_ms = 1_000;
+    config.nested_idle_stop_ms = 5_000;
     let registry = Registry::new(
         config,
         RegistryOptions {
@@ -548,6 +548,20 @@ async fn more_session_roots_than_the_cap_take_turns() {
             .await;
         assert!(hover["result"].is_object(), "{hover}");
         ids.push(id);
+    }
+    // Both used just now (their starts took a while on a busy machine).
+    for (i, (_, root)) in dirs.iter().take(2).enumerate() {
+        let hover = lazy
+            .call(
+                GateMethod::Request,
+                json!({
+                    "sessionId": format!("s{i}"), "serverId": ids[i], "method": "textDocument/hover",
+                    "params": {"textDocument": {"uri": file_uri(&root.join("m.py"))},
+                               "position": {"line": 0, "character": 4}}
+                }),
+            )
+            .await;
+        assert!(hover["result"].is_object(), "{hover}");
     }
     // The third session's own server has no room yet: said, with the cap.
     lazy.gate.open_session("s2", vec![dirs[2].1.clone()]);
