@@ -112,6 +112,9 @@ pub const PROJECT_FILE: &str = ".acp-lsp.toml";
 
 /// Default for [`ServerConfig::request_timeout_ms`].
 pub const DEFAULT_REQUEST_TIMEOUT_MS: u64 = 30_000;
+/// How long a server's first load may report work before it is taken as
+/// `running` anyway (`first_load_wait_ms`; `lsp::server::FIRST_LOAD_WAIT`).
+pub const DEFAULT_FIRST_LOAD_WAIT_MS: u64 = 60_000;
 
 /// Default for [`Config::idle_grace_ms`].
 pub const DEFAULT_IDLE_GRACE_MS: u64 = 30_000;

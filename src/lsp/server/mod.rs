@@ -61,7 +61,8 @@ pub const INDEX_START_WAIT: Duration = Duration::from_secs(15);
 /// tokens (a cancelled flycheck, a crashed indexing thread); without a bound
 /// an agent written to the RFD would wait for ever. Below the 90 s an agent
 /// typically gives `waitUntilReady`.
-pub const FIRST_LOAD_WAIT: Duration = Duration::from_secs(60);
+pub const FIRST_LOAD_WAIT: Duration =
+    Duration::from_millis(crate::lsp::config::DEFAULT_FIRST_LOAD_WAIT_MS);
 
 /// How long `_acp-lsp/diagnostics` waits for a server to be `running`
 /// before syncing the documents it asks about.
@@ -138,6 +139,9 @@ pub struct ServerSpec {
     pub program: PathBuf,
     pub limits: Limits,
     pub recorder: Option<Recorder>,
+    /// The registry's root cancellation: once cancelled (shutdown has
+    /// begun), the server is not started, nor restarted when it exits.
+    pub closing: CancellationToken,
 }
 
 /// The lifecycle snapshot watched by waiters.
