@@ -24,13 +24,23 @@ async fn servers(fake: &FakeServer, session: &str) -> Vec<Value> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workspace_path_is_spelled_as_the_agents_cwd_and_confinement_stays_real() {
-    let (fake, direct) = FakeServer::start("", RegistryOptions::default(), |_| {}, |_, _| {}).await;
+    // Cargo.toml is the one marker that does not claim its subtree (a
+    // package, not a workspace): the nested project gets a server of its own.
+    let (fake, direct) = FakeServer::start(
+        "",
+        RegistryOptions::default(),
+        |_| {},
+        |server, _| server.root_markers = vec!["Cargo.toml".into()],
+    )
+    .await;
     // The same workspace through a symlink, as a second session's cwd, and a
     // nested project below it.
     let link = fake.outside.join("link-to-ws");
     std::os::unix::fs::symlink(&fake.root, &link).expect("symlink");
+    let package = |name: &str| format!("[package]\nname = \"{name}\"\nversion = \"0.1.0\"\n");
+    std::fs::write(fake.root.join("Cargo.toml"), package("top")).expect("marker");
     std::fs::create_dir(fake.root.join("sub")).expect("mkdir");
-    std::fs::write(fake.root.join("sub/fake.toml"), "").expect("marker");
+    std::fs::write(fake.root.join("sub/Cargo.toml"), package("sub")).expect("marker");
     std::fs::write(fake.root.join("sub/b.fake"), "b\n").expect("file");
     fake.gate.open_session(LINKED, vec![link.clone()]);
 
