@@ -752,7 +752,9 @@ async fn diagnostics_of_a_file_two_servers_serve_come_from_both_each_tagged() {
             &["fake"],
             &["fake.toml"],
         );
-        server.env.insert("FAKE_LSP_MODE".into(), "diagnostics".into());
+        server
+            .env
+            .insert("FAKE_LSP_MODE".into(), "diagnostics".into());
         server
     };
     let mut companion = fake("fake-companion");
@@ -777,9 +779,19 @@ async fn diagnostics_of_a_file_two_servers_serve_come_from_both_each_tagged() {
         "diagnostics",
         &call(&client, "diagnostics", json!({"files": ["a.fake"]})).await,
     );
-    assert!(answer.contains("a.fake:2:1: error [fake-primary]: an error here"), "{answer}");
-    assert!(answer.contains("a.fake:2:1: error [fake-companion]: an error here"), "{answer}");
-    assert_eq!(structured["diagnostics"].as_array().map(Vec::len), Some(2), "{structured}");
+    assert!(
+        answer.contains("a.fake:2:1: error [fake-primary]: an error here"),
+        "{answer}"
+    );
+    assert!(
+        answer.contains("a.fake:2:1: error [fake-companion]: an error here"),
+        "{answer}"
+    );
+    assert_eq!(
+        structured["diagnostics"].as_array().map(Vec::len),
+        Some(2),
+        "{structured}"
+    );
     assert!(answer.ends_with("left out: nothing\n"), "{answer}");
     client.cancel().await.expect("close the MCP client");
     proxy.registry.shutdown().await;

@@ -143,6 +143,8 @@ fn server_entry(id: &str) -> ServerEntry {
                 degraded_roots: vec![],
                 dropped: None,
                 state_reason: None,
+                companion: false,
+                install_command: None,
             },
         },
     }

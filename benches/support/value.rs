@@ -456,6 +456,8 @@ struct Tally {
     first_bytes: usize,
     grep_bytes: usize,
     not_judged: usize,
+    /// Occurrences whose `definition` the tool refused (no name there).
+    refused: usize,
 }
 
 async fn measure(table: &Table, spec: &Project, project: &Path) -> Result<()> {
@@ -484,8 +486,16 @@ async fn measure(table: &Table, spec: &Project, project: &Path) -> Result<()> {
                     continue;
                 }
                 judged += 1;
-                if definition(&client, spot).await? == Some(target.clone()) {
-                    truth.insert(spot.clone());
+                // A spot the tool refuses to ask about (a keyword such as
+                // `default` that rg matched) is no use of the symbol; it is
+                // counted, so the row says how many there were.
+                match definition(&client, spot).await {
+                    Ok(found) if found == Some(target.clone()) => {
+                        truth.insert(spot.clone());
+                    }
+                    Ok(_) => {}
+                    Err(e) if e.to_string().starts_with("definition failed:") => tally.refused += 1,
+                    Err(e) => return Err(e),
                 }
             }
             tally.symbols += 1;
@@ -518,6 +528,14 @@ async fn measure(table: &Table, spec: &Project, project: &Path) -> Result<()> {
         )
     } else {
         String::new()
+    };
+    let judged = if t.refused > 0 {
+        format!(
+            "{judged}; {} occurrences with no name to ask about (not uses)",
+            t.refused
+        )
+    } else {
+        judged
     };
     table.row(
         format!(

@@ -22,7 +22,7 @@ pub(crate) async fn chain_proxy(
     shared: Option<(Paths, Launcher)>,
     recorder: Option<Recorder>,
     lsp_mode: LspMode,
-    lazy: bool,
+    (lazy, auto_install): (bool, bool),
     mcp_mode: McpMode,
 ) -> anyhow::Result<i32> {
     let mut signals = Signals::install().context("cannot install signal handlers")?;
@@ -41,6 +41,7 @@ pub(crate) async fn chain_proxy(
             config,
             RegistryOptions {
                 lazy,
+                auto_install,
                 start_when_listed: true,
                 recorder: recorder.clone(),
                 max_watches: None,

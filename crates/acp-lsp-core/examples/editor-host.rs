@@ -282,6 +282,8 @@ impl LspHost for Host {
                     degraded_roots: Vec::new(),
                     dropped: None,
                     state_reason: None,
+                    companion: false,
+                    install_command: None,
                 },
             },
         }]

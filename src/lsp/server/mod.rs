@@ -9,6 +9,7 @@
 
 mod diagnostics;
 mod handler;
+mod install;
 mod supervisor;
 mod sync;
 
@@ -236,6 +237,12 @@ struct Live {
     spawned_at: Option<Instant>,
     /// The running process's first-load wait ([`Server::arm_first_load_wait`]).
     first_load_timer: Option<tokio_util::task::AbortOnDropHandle<()>>,
+    /// The command that installs the program, while it is not installed
+    /// or being installed (`install.rs`).
+    install_command: Option<String>,
+    /// Someone asked for the server while it was being installed: it
+    /// starts when the install is done.
+    start_when_installed: bool,
 }
 
 /// One language server and its supervisor.
@@ -494,6 +501,8 @@ impl Server {
                     degraded_roots: Vec::new(),
                     dropped: self.dropped_with(&live).any(),
                     state_reason: status.load_reason.clone(),
+                    companion: config.secondary,
+                    install_command: live.install_command.clone(),
                 },
             },
         }

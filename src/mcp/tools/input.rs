@@ -318,6 +318,14 @@ pub(super) async fn wait_ready(
         )),
         ServerState::Stopped => Err(format!("{name} is stopped")),
         ServerState::Idle => Err(format!("{name} is idle (not started)")),
+        ServerState::NotInstalled => Err(format!(
+            "{name} is not installed: run `{}` (or start acp-lsp with --auto-install)",
+            entry
+                .ours()
+                .install_command
+                .clone()
+                .unwrap_or_else(|| format!("acp-lsp install {name}"))
+        )),
         status => {
             let progress = entry
                 .ours()
