@@ -64,6 +64,14 @@ struct Args {
     /// Write a JSON summary (stop reason, messages, files read and written).
     #[arg(long)]
     report: Option<PathBuf>,
+    /// Run acp-lsp as one proxy of a chain under this conductor
+    /// (`agent-client-protocol-conductor`): `acp-lsp proxy --chain`, then
+    /// `--chain-proxy`, then the agent.
+    #[arg(long, requires = "chain_proxy")]
+    conductor: Option<PathBuf>,
+    /// The second proxy of the chain (with `--conductor`).
+    #[arg(long)]
+    chain_proxy: Option<PathBuf>,
 }
 
 /// What the editor saw, for the printout and `--report`.
@@ -117,14 +125,31 @@ async fn main() -> anyhow::Result<()> {
     if let Some(record) = &args.record {
         proxy_args.extend(["--record".to_string(), record.display().to_string()]);
     }
-    proxy_args.extend(["--".to_string(), agent.display().to_string()]);
-    let proxy = AcpAgent::new(AcpAgentConfig::new(&acp_lsp).args(proxy_args)).with_debug(
-        |line, direction| {
-            if direction == LineDirection::Stderr {
-                eprintln!("proxy stderr │ {line}");
-            }
-        },
-    );
+    let config = match (&args.conductor, &args.chain_proxy) {
+        (Some(conductor), Some(chain_proxy)) => {
+            // The conductor splits each component like a POSIX shell.
+            let quote = |s: &str| format!("'{}'", s.replace('\'', "'\\''"));
+            let mut acp_lsp_command = vec![quote(&acp_lsp.display().to_string())];
+            acp_lsp_command.extend(proxy_args.iter().map(|a| quote(a)));
+            acp_lsp_command.push("--chain".into());
+            println!("chain:    {} agent", conductor.display());
+            AcpAgentConfig::new(conductor).args([
+                "agent".to_string(),
+                acp_lsp_command.join(" "),
+                quote(&chain_proxy.display().to_string()),
+                quote(&agent.display().to_string()),
+            ])
+        }
+        _ => {
+            proxy_args.extend(["--".to_string(), agent.display().to_string()]);
+            AcpAgentConfig::new(&acp_lsp).args(proxy_args)
+        }
+    };
+    let proxy = AcpAgent::new(config).with_debug(|line, direction| {
+        if direction == LineDirection::Stderr {
+            eprintln!("proxy stderr │ {line}");
+        }
+    });
 
     let seen = Arc::new(Mutex::new(Seen::default()));
     let session = session(proxy, &workdir, &args.prompt, seen.clone());

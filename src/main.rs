@@ -24,6 +24,8 @@ use std::sync::Arc;
 
 #[path = "main/args.rs"]
 mod args;
+#[path = "main/chain.rs"]
+mod chain;
 #[path = "main/install.rs"]
 mod install;
 
@@ -149,6 +151,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             shared,
             auto_install,
             log,
+            chain,
             agent,
         } => run_proxy(
             config,
@@ -158,6 +161,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             mcp,
             shared,
             &log,
+            chain,
             agent,
         ),
         Command::Daemon { action } => run_daemon(action),
@@ -250,6 +254,7 @@ fn run_proxy(
     mcp: McpMode,
     shared: bool,
     log: &LogArgs,
+    chain: bool,
     agent: Vec<String>,
 ) -> anyhow::Result<ExitCode> {
     init_logging(log)?;
@@ -276,15 +281,26 @@ fn run_proxy(
     } else {
         None
     };
-    let code = runtime.block_on(proxy(
-        config,
-        shared,
-        recorder,
-        lsp,
-        (lazy, auto_install),
-        mcp,
-        agent,
-    ))?;
+    let code = if chain {
+        runtime.block_on(chain::chain_proxy(
+            config,
+            shared,
+            recorder,
+            lsp,
+            (lazy, auto_install),
+            mcp,
+        ))?
+    } else {
+        runtime.block_on(proxy(
+            config,
+            shared,
+            recorder,
+            lsp,
+            (lazy, auto_install),
+            mcp,
+            agent,
+        ))?
+    };
     std::process::exit(code);
 }
 

@@ -69,6 +69,13 @@ impl LspHost for ProxyHost {
         }
     }
 
+    async fn start_shown(&self, session: &Session) {
+        match self {
+            ProxyHost::Local(host) => host.start_shown(session).await,
+            ProxyHost::Shared(host) => host.start_shown(session).await,
+        }
+    }
+
     async fn start_all(&self, session: &Session) {
         match self {
             ProxyHost::Local(host) => host.start_all(session).await,

@@ -74,7 +74,22 @@ fn run_example() -> Run {
 
 /// [`run_example`] on a copy of `project`, with `prompt` instead of the default.
 fn run_example_on(project: &Path, prompt: Option<&str>) -> Run {
-    let built = cargo_build::build(&[], &["try-rename", "rename-agent"], false)
+    run_example_in(project, prompt, Topology::Direct)
+}
+
+/// Where the example editor puts acp-lsp.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Topology {
+    /// `acp-lsp proxy -- rename-agent`.
+    Direct,
+    /// One proxy of a chain under the real conductor, with a second proxy
+    /// of the tests' own (`tests/peers/chain-proxy.rs`), before the agent.
+    Chain,
+}
+
+/// [`run_example_on`] with acp-lsp placed as `topology` says.
+fn run_example_in(project: &Path, prompt: Option<&str>, topology: Topology) -> Run {
+    let built = cargo_build::build(&[], &["try-rename", "rename-agent", "chain-proxy"], false)
         .expect("building the examples");
     let tmp = tempfile::tempdir().expect("tempdir");
     let workdir = tmp.path().join("project");
@@ -87,6 +102,18 @@ fn run_example_on(project: &Path, prompt: Option<&str>) -> Run {
     command.arg("--project").arg(project);
     if let Some(prompt) = prompt {
         command.arg("--prompt").arg(prompt);
+    }
+    if topology == Topology::Chain {
+        let conductor = acp_lsp::lsp::detect::find_on_path("agent-client-protocol-conductor")
+            .expect(
+                "agent-client-protocol-conductor is not on PATH; install it with \
+                 `cargo install --locked agent-client-protocol-conductor` (or run .ci/run)",
+            );
+        command
+            .arg("--conductor")
+            .arg(conductor)
+            .arg("--chain-proxy")
+            .arg(&built["chain-proxy"]);
     }
     let mut child = command
         .arg("--acp-lsp")
@@ -343,6 +370,27 @@ fn rfd_agent_navigates_and_renames(
     new: &str,
     server: &str,
 ) {
+    rfd_agent_navigates_and_renames_in(
+        project,
+        definition_file,
+        use_file,
+        old,
+        new,
+        server,
+        Topology::Direct,
+    );
+}
+
+/// [`rfd_agent_navigates_and_renames`] with acp-lsp placed as `topology` says.
+fn rfd_agent_navigates_and_renames_in(
+    project: &str,
+    definition_file: &str,
+    use_file: &str,
+    old: &str,
+    new: &str,
+    server: &str,
+    topology: Topology,
+) {
     let project = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/projects")
         .join(project);
@@ -357,7 +405,7 @@ fn rfd_agent_navigates_and_renames(
          references {definition_file}:{def_line}:{def_column}; \
          rename {definition_file}:{def_line}:{def_column} {new}"
     );
-    let run = run_example_on(&project, Some(&prompt));
+    let run = run_example_in(&project, Some(&prompt), topology);
     let context = format!("stdout:\n{}\nstderr:\n{}", run.stdout, run.stderr);
     assert_eq!(run.report["stopReason"], "end_turn", "{context}");
     assert!(
@@ -434,6 +482,39 @@ fn an_agent_written_to_the_rfd_text_works_on_python() {
         "rect_area",
         "surface",
         "pyright",
+    );
+}
+
+/// Issue 27, 1: a monorepo of separate projects, no marker at the top:
+/// the agent, which polls `lsp/servers` until the server for its file is
+/// `running`, reaches the nested project's server without any extension.
+#[test]
+fn an_agent_written_to_the_rfd_text_reaches_a_nested_project_of_a_monorepo() {
+    support_require_pyright();
+    rfd_agent_navigates_and_renames(
+        "python-monorepo",
+        "p2/shapes/geometry.py",
+        "p2/shapes/report.py",
+        "rect_area",
+        "surface",
+        "pyright",
+    );
+}
+
+/// Issue 27, proxy chains: the same agent, with acp-lsp one proxy of a
+/// chain under the real conductor, next to another proxy: `lsp/*` crosses
+/// the conductor to acp-lsp's gate and back, `fs/*` on to the editor.
+#[test]
+fn an_agent_written_to_the_rfd_text_works_inside_a_proxy_chain() {
+    support_require_pyright();
+    rfd_agent_navigates_and_renames_in(
+        "python-project",
+        "shapes/geometry.py",
+        "shapes/report.py",
+        "rect_area",
+        "surface",
+        "pyright",
+        Topology::Chain,
     );
 }
 

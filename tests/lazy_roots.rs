@@ -1,9 +1,13 @@
 //! Lazy roots with real servers (issue 14): only a session root's own
-//! servers start on `session/new`; a nested root's server is `idle` until a
+//! servers start on `session/new`; for an agent that knows the extension
+//! (`_meta.startAll: false`) a nested root's server is `idle` until a
 //! request names its id or a file under its root, or `lsp/servers` asks
-//! `_meta.startAll`; `max_running_servers` stops the least recently used
-//! nested server to make room, or refuses with `server_limit`; a nested
-//! server that idles for `nested_idle_stop_ms` goes back to `idle`.
+//! `_meta.startAll`; an agent that knows only the RFD (no `startAll`) sees
+//! every server being started, within the cap (issue 27);
+//! `max_running_servers` stops the least recently used server that may make
+//! room (a nested one, or a session root's own unused for the idle time),
+//! or refuses with `server_limit`; a nested server that idles for
+//! `nested_idle_stop_ms` goes back to `idle`.
 #![cfg(target_os = "linux")]
 
 mod support;
@@ -128,9 +132,17 @@ impl Lazy {
             .clone()
     }
 
+    /// The entry of `name` at `root`, listed as an agent that knows the
+    /// extension and keeps the lazy start (`_meta.startAll: false`).
     async fn entry(&self, name: &str, root: &Path) -> Value {
+        self.entry_listed(name, root, Some(json!({ "startAll": false })))
+            .await
+    }
+
+    /// The entry of `name` at `root`, listed with `meta`.
+    async fn entry_listed(&self, name: &str, root: &Path, meta: Option<Value>) -> Value {
         let path = root.display().to_string();
-        self.servers(None)
+        self.servers(meta)
             .await
             .into_iter()
             .find(|e| e["name"] == json!(name) && e["workspacePath"] == json!(path))
@@ -206,7 +218,7 @@ async fn only_the_session_roots_server_starts_and_a_named_file_starts_its_own() 
     let lazy = Lazy::open(pyright_only(Config::builtin()), vec![root.clone()]);
 
     // Listed: all three; started: the session root's rust-analyzer alone.
-    let servers = lazy.servers(None).await;
+    let servers = lazy.servers(Some(json!({ "startAll": false }))).await;
     assert_eq!(servers.len(), 3, "{servers:#?}");
     let top = lazy.entry("rust-analyzer", &root).await;
     assert!(
@@ -275,7 +287,7 @@ async fn start_all_starts_the_nested_servers() {
     require("pyright-langserver", PYRIGHT_INSTALL);
     let (_dir, root) = python_projects(&["a", "b"]);
     let lazy = Lazy::open(pyright_only(Config::builtin()), vec![root.clone()]);
-    let before = lazy.servers(None).await;
+    let before = lazy.servers(Some(json!({ "startAll": false }))).await;
     assert_eq!(before.len(), 2, "{before:#?}");
     assert!(
         before.iter().all(|e| status(e) == ("not_running", "idle")),
@@ -390,5 +402,202 @@ async fn a_nested_server_that_idles_goes_back_to_idle() {
         .hover(&a, &root.join("a/m.py"), Some(WAIT_UNTIL_READY_MS))
         .await;
     assert!(answer["result"].is_object(), "{answer}");
+    lazy.registry.shutdown().await;
+}
+
+/// Lists the session's servers as an agent written to the RFD alone does
+/// (no `_meta`) until `done` holds for the entries, within `STATE_TIMEOUT`.
+async fn poll_until(lazy: &Lazy, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+    let deadline = tokio::time::Instant::now() + STATE_TIMEOUT;
+    loop {
+        let servers = lazy.servers(None).await;
+        if done(&servers) {
+            return servers;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never so: {servers:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Issue 27, 1: a monorepo of separate projects (no marker at the top) and
+/// an agent that knows only the RFD: it sends requests only to servers it
+/// sees `running`, so every server it is shown must be on its way there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_that_knows_only_the_rfd_reaches_every_nested_server() {
+    require("pyright-langserver", PYRIGHT_INSTALL);
+    let (_dir, root) = python_projects(&["p1", "p2"]);
+    let lazy = Lazy::open(pyright_only(Config::builtin()), vec![root.clone()]);
+    // The first listing already shows both being started…
+    let first = lazy.servers(None).await;
+    assert_eq!(first.len(), 2, "{first:#?}");
+    for entry in &first {
+        assert_ne!(status(entry).1, "idle", "{entry}");
+        assert!(
+            ["starting", "running"].contains(&status(entry).0),
+            "{entry}"
+        );
+    }
+    // …and both get to `running` with nothing but listings.
+    let running = poll_until(&lazy, |servers| {
+        servers.iter().all(|e| e["state"] == json!("running"))
+    })
+    .await;
+    // The RFD's FAQ rule finds each file's server; it answers.
+    for project in ["p1", "p2"] {
+        let file = root.join(project).join("m.py");
+        let server = running
+            .iter()
+            .find(|e| file.starts_with(e["workspacePath"].as_str().unwrap_or("/nowhere")))
+            .unwrap_or_else(|| panic!("no server for {}", file.display()));
+        let answer = lazy.hover(&id_of(server), &file, None).await;
+        assert!(
+            answer["result"]["lspResult"]
+                .to_string()
+                .contains("rect_area"),
+            "{answer}"
+        );
+    }
+    lazy.registry.shutdown().await;
+}
+
+/// Issue 27, 1: what cannot start for the cap is not shown as starting: it
+/// is `not_running` with the reason and the cap, and the listing starts no
+/// more than there is room for (nor stops what it started).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listing_starts_only_what_the_cap_has_room_for_and_says_why_not() {
+    require("pyright-langserver", PYRIGHT_INSTALL);
+    let (_dir, root) = python_projects(&["p1", "p2", "p3"]);
+    let mut config = pyright_only(Config::builtin());
+    config.max_running_servers = 2;
+    let lazy = Lazy::open(config, vec![root.clone()]);
+    for _ in 0..3 {
+        let servers = lazy.servers(None).await;
+        let started: Vec<&Value> = servers.iter().filter(|e| status(e).1 != "idle").collect();
+        let refused: Vec<&Value> = servers.iter().filter(|e| status(e).1 == "idle").collect();
+        assert_eq!(started.len(), 2, "{servers:#?}");
+        assert_eq!(refused.len(), 1, "{servers:#?}");
+        assert_eq!(status(refused[0]).0, "not_running");
+        assert_eq!(
+            refused[0]["_meta"]["acp-lsp"]["stateReason"],
+            json!({ "reason": "server_limit", "limit": 2 }),
+            "{servers:#?}"
+        );
+        for entry in started {
+            assert!(
+                entry["_meta"]["acp-lsp"].get("stateReason").is_none(),
+                "{entry}"
+            );
+        }
+        assert_eq!(lazy.live_roots().len(), 2, "{:?}", lazy.live_roots());
+    }
+    lazy.registry.shutdown().await;
+}
+
+/// Issue 27, 9: more session roots than `max_running_servers`: a session
+/// root's own server that nothing used for the idle time makes room for
+/// the next session's, which is shown `not_running` with the reason and the
+/// cap until then.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn more_session_roots_than_the_cap_take_turns() {
+    require("pyright-langserver", PYRIGHT_INSTALL);
+    let dirs: Vec<(tempfile::TempDir, PathBuf)> = (0..3).map(|_| python_projects(&["."])).collect();
+    let mut config = pyright_only(Config::builtin());
+    config.max_running_servers = 2;
+    config.nested_idle_stop_ms = 5_000;
+    let registry = Registry::new(
+        config,
+        RegistryOptions {
+            start_when_listed: true,
+            ..RegistryOptions::default()
+        },
+    );
+    let gate = Gate::new(Arc::clone(&registry), GateConfig::default());
+    let lazy = Lazy {
+        registry,
+        gate,
+        next_id: AtomicU64::new(1),
+    };
+    // Two sessions, each on its own project: both servers run, are used.
+    for (i, (_, root)) in dirs.iter().take(2).enumerate() {
+        let session = format!("s{i}");
+        lazy.gate.open_session(&session, vec![root.clone()]);
+    }
+    let mut ids = Vec::new();
+    for (i, (_, root)) in dirs.iter().take(2).enumerate() {
+        let session = format!("s{i}");
+        let answer = lazy
+            .call(GateMethod::Servers, json!({ "sessionId": session }))
+            .await;
+        let id = answer["result"]["servers"][0]["serverId"]
+            .as_str()
+            .expect("a server")
+            .to_string();
+        let hover = lazy
+            .call(
+                GateMethod::Request,
+                json!({
+                    "sessionId": session, "serverId": id, "method": "textDocument/hover",
+                    "params": {"textDocument": {"uri": file_uri(&root.join("m.py"))},
+                               "position": {"line": 0, "character": 4}},
+                    "_meta": {"waitUntilReady": WAIT_UNTIL_READY_MS}
+                }),
+            )
+            .await;
+        assert!(hover["result"].is_object(), "{hover}");
+        ids.push(id);
+    }
+    // Both used just now (their starts took a while on a busy machine).
+    for (i, (_, root)) in dirs.iter().take(2).enumerate() {
+        let hover = lazy
+            .call(
+                GateMethod::Request,
+                json!({
+                    "sessionId": format!("s{i}"), "serverId": ids[i], "method": "textDocument/hover",
+                    "params": {"textDocument": {"uri": file_uri(&root.join("m.py"))},
+                               "position": {"line": 0, "character": 4}}
+                }),
+            )
+            .await;
+        assert!(hover["result"].is_object(), "{hover}");
+    }
+    // The third session's own server has no room yet: said, with the cap.
+    lazy.gate.open_session("s2", vec![dirs[2].1.clone()]);
+    let listed = lazy
+        .call(GateMethod::Servers, json!({ "sessionId": "s2" }))
+        .await;
+    let third = &listed["result"]["servers"][0];
+    assert_eq!(status(third), ("not_running", "idle"), "{listed}");
+    assert_eq!(
+        third["_meta"]["acp-lsp"]["stateReason"],
+        json!({ "reason": "server_limit", "limit": 2 }),
+        "{listed}"
+    );
+    // Once the others idled for the idle time, its agent's listing starts it.
+    let deadline = tokio::time::Instant::now() + STATE_TIMEOUT;
+    loop {
+        let listed = lazy
+            .call(GateMethod::Servers, json!({ "sessionId": "s2" }))
+            .await;
+        let third = &listed["result"]["servers"][0];
+        if third["state"] == json!("running") {
+            assert!(
+                third["_meta"]["acp-lsp"].get("stateReason").is_none(),
+                "{third}"
+            );
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never ran: {listed}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The least recently used session root's server made room.
+    assert_eq!(lazy.live_roots().len(), 2, "{:?}", lazy.live_roots());
+    let first = lazy.registry.server(&ids[0]).expect("registered");
+    assert_eq!(first.state(), ServerState::Idle, "s0's server stopped");
     lazy.registry.shutdown().await;
 }

@@ -574,10 +574,62 @@ struct Run {
     log: String,
 }
 
+/// Where acp-lsp stands between the editor and the agent.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Topology {
+    /// `acp-lsp proxy -- AGENT`.
+    Direct,
+    /// One proxy of a chain under the real `agent-client-protocol-conductor`:
+    /// `acp-lsp proxy --chain`, then a second proxy of the tests' own
+    /// (`tests/peers/chain-proxy.rs`), then the agent (issue 27).
+    Chain,
+}
+
 /// Runs `agent` behind `acp-lsp proxy --mcp MODE` on a copy of the Python
 /// project: initialize, session/new, one prompt turn; then closes the
 /// editor's side and checks the proxy ends leaving no process.
 async fn run(agent: Agent, mcp: Mcp) -> Run {
+    run_in(agent, mcp, Topology::Direct).await
+}
+
+/// `command` (`acp-lsp proxy OPTIONS -- AGENT…` with its environment) as
+/// the chain of [`Topology::Chain`] under the conductor, the environment
+/// on the conductor (its components inherit it).
+fn in_chain(command: &Command) -> Command {
+    support::require(
+        "agent-client-protocol-conductor",
+        "cargo install --locked agent-client-protocol-conductor (or run .ci/run)",
+    );
+    let built = support::cargo_build::build(&[], &["chain-proxy"], false)
+        .expect("building the chain-proxy example");
+    let std = command.as_std();
+    let quoted =
+        |arg: &std::ffi::OsStr| format!("'{}'", arg.to_string_lossy().replace('\'', "'\\''"));
+    let args: Vec<&std::ffi::OsStr> = std.get_args().collect();
+    let split = args
+        .iter()
+        .position(|a| *a == "--")
+        .expect("proxy -- agent");
+    let mut proxy = vec![quoted(std.get_program())];
+    proxy.extend(args[..split].iter().map(|a| quoted(a)));
+    proxy.push("--chain".into());
+    let agent: Vec<String> = args[split + 1..].iter().map(|a| quoted(a)).collect();
+    let mut chained = Command::new("agent-client-protocol-conductor");
+    chained
+        .arg("agent")
+        .arg(proxy.join(" "))
+        .arg(quoted(built["chain-proxy"].as_os_str()))
+        .arg(agent.join(" "));
+    for (name, value) in std.get_envs() {
+        if let Some(value) = value {
+            chained.env(name, value);
+        }
+    }
+    chained
+}
+
+/// [`run`] in `topology`.
+async fn run_in(agent: Agent, mcp: Mcp, topology: Topology) -> Run {
     let _one = ONE_AT_A_TIME.lock().await;
     support::require("node", "apt-get install nodejs (20 or later)");
     support::require(
@@ -681,6 +733,9 @@ async fn run(agent: Agent, mcp: Mcp) -> Run {
                 .env("CODEX_HOME", &home)
                 .env("OPENAI_API_KEY", "test-key-not-used");
         }
+    }
+    if topology == Topology::Chain {
+        command = in_chain(&command);
     }
     let log_file = std::fs::File::create(&log).expect("log file");
     let mut proxy = command
@@ -894,4 +949,12 @@ async fn codex_calls_references_over_http_with_mcp_auto() {
 async fn codex_calls_references_over_stdio() {
     let run = run(Agent::Codex, Mcp::Stdio).await;
     assert_tool_round_trip(Agent::Codex, Mcp::Stdio, &run);
+}
+
+/// Issue 27: acp-lsp as one proxy of a chain under the real conductor, next
+/// to another proxy, in front of an npm agent: the same tools, the same round trip.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_code_calls_references_through_a_conductor_chain() {
+    let run = run_in(Agent::Claude, Mcp::Auto, Topology::Chain).await;
+    assert_tool_round_trip(Agent::Claude, Mcp::Auto, &run);
 }

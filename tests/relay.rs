@@ -142,6 +142,7 @@ fn server_entry(id: &str) -> ServerEntry {
                 memory_bytes: None,
                 degraded_roots: vec![],
                 dropped: None,
+                state_reason: None,
                 companion: false,
                 install_command: None,
             },

@@ -36,10 +36,11 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 mod inspect;
+mod mcp;
 
 use inspect::{
-    agent_takes_mcp_http, answer_error, cancelled_request_id, editor_writes_files, join_array,
-    names_gate_method,
+    agent_mcp_transports, answer_error, cancelled_request_id, editor_writes_files, join_array,
+    names_gate_method, AgentMcp,
 };
 
 /// Who answers the agent's `lsp/*` calls when the editor advertises `lsp` itself.
@@ -88,8 +89,9 @@ struct State {
     /// The editor's `initialize` request, whose answer says what MCP
     /// transports the agent takes.
     initialize_id: Option<RequestId>,
-    /// The agent's `initialize` answer advertised `mcpCapabilities.http`.
-    agent_mcp_http: bool,
+    /// The MCP transports the agent's `initialize` answer takes, in the
+    /// protocol version the connection speaks.
+    agent_mcp: AgentMcp,
     /// Editor request id → session lifecycle request awaiting the agent's answer.
     editor_requests: HashMap<RequestId, PendingSession>,
     /// Agent request id → request awaiting the editor's answer.
@@ -159,7 +161,7 @@ where
         state: Mutex::new(State {
             answer_lsp: true,
             initialize_id: None,
-            agent_mcp_http: false,
+            agent_mcp: AgentMcp::before_answer(1),
             editor_requests: HashMap::new(),
             agent_requests: HashMap::new(),
         }),
@@ -188,6 +190,23 @@ where
             })
         });
 
+    // What acp-lsp's MCP sessions over the ACP connection send the agent.
+    let agent_outbox = relay
+        .options
+        .mcp
+        .as_ref()
+        .and_then(|mcp| mcp.acp.as_ref())
+        .and_then(|acp| acp.take_outbox())
+        .map(|mut outbox| {
+            let to_agent = relay.to_agent.clone();
+            tokio::spawn(async move {
+                while let Some(line) = outbox.recv().await {
+                    if to_agent.send(Outgoing::line(line)).await.is_err() {
+                        break;
+                    }
+                }
+            })
+        });
     let from_editor = {
         let relay = Arc::clone(&relay);
         tokio::spawn(async move {
@@ -214,6 +233,9 @@ where
     relay.answers.wait().await;
     // It holds a sender to the editor's writer, which must end now.
     if let Some(task) = editor_outbox {
+        task.abort();
+    }
+    if let Some(task) = agent_outbox {
         task.abort();
     }
     // Dropping the last senders lets both writers drain and finish.
@@ -401,7 +423,10 @@ impl<H: LspHost> Relay<H> {
         // only ever says "not ours" of a span whose every line it would
         // pass alone (a line's checks see the same bytes; an escape cannot
         // pair across a newline), so the read leaves as it came.
-        if self.options.recorder.is_none() && shallow::plainly_not_ours(&bytes) {
+        if self.options.recorder.is_none()
+            && shallow::plainly_not_ours(&bytes)
+            && !self.may_carry_our_mcp(side, &bytes)
+        {
             return self.sink(side).send(Outgoing::Lines(bytes)).await.is_ok();
         }
         let mut run_start = 0;
@@ -409,7 +434,7 @@ impl<H: LspHost> Relay<H> {
         for end in memchr::memchr_iter(b'\n', &bytes) {
             let line = &bytes[start..end];
             self.record_in(side, line, false);
-            if !shallow::plainly_not_ours(line) {
+            if !shallow::plainly_not_ours(line) || self.may_carry_our_mcp(side, line) {
                 if run_start < start
                     && self
                         .sink(side)
@@ -566,6 +591,7 @@ impl<H: LspHost> Relay<H> {
                         let mut state = self.lock();
                         state.answer_lsp = answer_lsp;
                         state.initialize_id = Some(id);
+                        state.agent_mcp = AgentMcp::before_answer(rewrite.protocol_version);
                     }
                     tracing::info!(
                         protocol_version = rewrite.protocol_version,
@@ -645,6 +671,9 @@ impl<H: LspHost> Relay<H> {
                         return Action::Answer(self.gate.call(id, gate_method, params).boxed());
                     }
                 }
+                if let Some(action) = self.our_mcp_request(&id, &method, params) {
+                    return action;
+                }
                 if method == "fs/write_text_file" {
                     self.lock().agent_requests.insert(
                         id,
@@ -667,6 +696,9 @@ impl<H: LspHost> Relay<H> {
                     );
                     return Action::Answer(answer_error(None, error));
                 }
+                if let Some(action) = self.our_mcp_notification(&method, params) {
+                    return action;
+                }
                 if method == "$/cancel_request" {
                     if let Some(id) = cancelled_request_id(params) {
                         if self.gate.cancel(&id) {
@@ -682,7 +714,8 @@ impl<H: LspHost> Relay<H> {
                     if state.initialize_id.as_ref() == Some(&id) {
                         state.initialize_id = None;
                         if let Outcome::Result(result) = outcome {
-                            state.agent_mcp_http = agent_takes_mcp_http(result);
+                            let requested = state.agent_mcp.protocol_version;
+                            state.agent_mcp = agent_mcp_transports(result, requested);
                         }
                     }
                 }
@@ -788,9 +821,21 @@ impl<H: LspHost> Relay<H> {
                 return None;
             }
         };
-        let (entry, transport) = match &mcp.http {
-            Some(http) if self.lock().agent_mcp_http => (http.to_json(&token), "http"),
-            _ => (mcp.entry.to_json(&token), "stdio"),
+        let agent = self.lock().agent_mcp;
+        // The one transport that needs no socket or process first (MCP over
+        // the ACP connection), then loopback HTTP, then the stdio bridge.
+        let (entry, transport) = match (&mcp.acp, &mcp.http) {
+            (Some(acp), _) if agent.acp => (acp.entry_json(&token), "acp"),
+            (_, Some(http)) if agent.http => (http.to_json(&token), "http"),
+            _ if agent.stdio => (mcp.entry.to_json(&token, agent.protocol_version), "stdio"),
+            _ => {
+                tracing::info!(
+                    protocol_version = agent.protocol_version,
+                    "MCP entry not injected: the agent advertises no MCP transport acp-lsp offers"
+                );
+                mcp.tokens.revoke(&token);
+                return None;
+            }
         };
         tracing::debug!(transport, "MCP entry added to a session request");
         match inject(bytes, &entry) {

@@ -4,7 +4,7 @@
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// A pending session lifecycle request, keyed by the editor's request id.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,27 +27,47 @@ pub enum SessionOp {
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct Params {
+struct Params<'a> {
     #[serde(default)]
     session_id: Option<String>,
     #[serde(default)]
     cwd: Option<String>,
-    #[serde(default)]
-    additional_directories: Option<Vec<String>>,
+    /// Read item by item ([`Params::roots`]): the schema skips an item that
+    /// is not a path and keeps the session, and so must we.
+    #[serde(borrow, default)]
+    additional_directories: Option<&'a RawValue>,
 }
 
-impl Params {
+impl Params<'_> {
     fn roots(&self) -> Option<Vec<PathBuf>> {
         let cwd = self.cwd.as_ref()?;
         let mut roots = vec![PathBuf::from(cwd)];
-        roots.extend(
-            self.additional_directories
-                .iter()
-                .flatten()
-                .map(PathBuf::from),
-        );
+        roots.extend(additional_directories(self.additional_directories));
         Some(roots)
     }
+}
+
+/// The usable items of `additionalDirectories`, as the ACP schema reads the
+/// field (`DefaultOnError<VecSkipError<_>>`): not an array reads as none, and
+/// an item that is not a string is skipped, not the whole session. An empty
+/// or relative path is skipped too (the RFD says agents reject them): a root
+/// acp-lsp does not keep only narrows what the session's servers may see.
+fn additional_directories(field: Option<&RawValue>) -> Vec<PathBuf> {
+    let Some(items) = field.and_then(|f| serde_json::from_str::<Vec<&RawValue>>(f.get()).ok())
+    else {
+        return Vec::new();
+    };
+    let mut roots = Vec::new();
+    for item in items {
+        match serde_json::from_str::<String>(item.get()) {
+            Ok(path) if Path::new(&path).is_absolute() => roots.push(PathBuf::from(path)),
+            _ => tracing::info!(
+                item = %item.get().chars().take(200).collect::<String>(),
+                "additionalDirectories: not an absolute path; skipped"
+            ),
+        }
+    }
+    roots
 }
 
 /// Recognises a session lifecycle request.
@@ -136,6 +156,42 @@ mod tests {
         assert_eq!(
             session_op("session/new", Some(raw(r#"{"mcpServers":[]}"#))),
             None
+        );
+    }
+
+    #[test]
+    fn a_malformed_additional_directory_is_skipped_not_the_session() {
+        // The schema's VecSkipError: the agent skips the item and accepts the
+        // session, so the session's roots are the others.
+        for params in [
+            r#"{"cwd":"/ws/a","additionalDirectories":[7,"/ws/b",null,{"p":1},"","rel/dir","/ws/c"]}"#,
+            r#"{"cwd":"/ws/a","additionalDirectories":[["/x"],"/ws/b","/ws/c"]}"#,
+        ] {
+            for method in ["session/new", "session/load"] {
+                let mut params = params.to_string();
+                if method == "session/load" {
+                    params = params.replacen('{', r#"{"sessionId":"s","#, 1);
+                }
+                let roots = match session_op(method, Some(raw(&params))) {
+                    Some(SessionOp::New { roots }) => roots,
+                    Some(SessionOp::Reopen {
+                        roots: Some(roots), ..
+                    }) => roots,
+                    other => panic!("{method} {params}: {other:?}"),
+                };
+                let expected: Vec<PathBuf> = vec!["/ws/a".into(), "/ws/b".into(), "/ws/c".into()];
+                assert_eq!(roots, expected, "{method} {params}");
+            }
+        }
+        // Not an array at all: no additional roots (DefaultOnError), the session kept.
+        assert_eq!(
+            session_op(
+                "session/new",
+                Some(raw(r#"{"cwd":"/ws/a","additionalDirectories":"/ws/b"}"#))
+            ),
+            Some(SessionOp::New {
+                roots: vec!["/ws/a".into()]
+            })
         );
     }
 

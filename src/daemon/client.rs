@@ -568,6 +568,18 @@ impl LspHost for RemoteHost {
         }
     }
 
+    async fn start_shown(&self, session: &Session) {
+        let id = session.id().to_string();
+        let answer: Result<(), GateError> = self
+            .call_typed(|| Op::StartShown {
+                session: id.clone(),
+            })
+            .await;
+        if let Err(error) = answer {
+            tracing::debug!(%error, "start_shown: the shared daemon did not answer");
+        }
+    }
+
     async fn ensure_ready(&self, session: &Session, server_id: &str, wait: Duration) {
         let id = session.id().to_string();
         let answer: Result<(), GateError> = self

@@ -513,8 +513,18 @@ impl Daemon {
                     name,
                     tasks,
                     move |daemon, session| async move {
-                        daemon.registry.start_all(&session).await;
-                        to_raw(&())
+                        to_raw(&daemon.registry.start_all(&session).await)
+                    },
+                );
+            }
+            Op::StartShown { session: name } => {
+                self.answer_in_session(
+                    client,
+                    ("startShown", id),
+                    name,
+                    tasks,
+                    move |daemon, session| async move {
+                        to_raw(&daemon.registry.start_shown(&session).await)
                     },
                 );
             }

@@ -58,6 +58,11 @@ pub enum Op {
     StartAll {
         session: String,
     },
+    /// `lsp/servers` without `_meta.startAll`: starts what the listing
+    /// shows, within the daemon's cap; answered with `null`.
+    StartShown {
+        session: String,
+    },
     /// Starts a server of the session if need be and waits (up to
     /// `wait_ms`) for it to settle; answered with `null`.
     EnsureReady {

@@ -68,6 +68,7 @@
 //! | `env` | table of strings, extra environment for the server | `{}` |
 //! | `env_passthrough` | list of variable names (or `PREFIX*`) inherited beyond the allowlist of `lsp::process` | `[]` |
 //! | `request_timeout_ms` | integer > 0 | `30000` |
+//! | `first_load_wait_ms` | integer: how long the first load may report work before the server is taken as `running` anyway (`stateReason`) | `60000` |
 //! | `execute_commands` | list of `workspace/executeCommand` commands allowed | `[]` |
 //! | `extension_methods` | list of the server's own request methods forwarded to it (`rust-analyzer/expandMacro`) | `[]` |
 //! | `position_encodings` | list of `"utf-8"`, `"utf-16"`, `"utf-32"` offered | `["utf-16"]` |
@@ -118,6 +119,9 @@ pub const PROJECT_FILE: &str = ".acp-lsp.toml";
 
 /// Default for [`ServerConfig::request_timeout_ms`].
 pub const DEFAULT_REQUEST_TIMEOUT_MS: u64 = 30_000;
+/// How long a server's first load may report work before it is taken as
+/// `running` anyway (`first_load_wait_ms`; `lsp::server::FIRST_LOAD_WAIT`).
+pub const DEFAULT_FIRST_LOAD_WAIT_MS: u64 = 60_000;
 
 /// Default for [`Config::idle_grace_ms`].
 pub const DEFAULT_IDLE_GRACE_MS: u64 = 30_000;

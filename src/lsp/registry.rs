@@ -6,10 +6,14 @@
 //! whose root is a session root start on `session/new` (none with `lazy`).
 //! A nested root's server starts when a request names its id or a file
 //! under its root, or on `lsp/servers` with `_meta.startAll`; until then it
-//! is `idle`. At most `max_running_servers` run: to start one more, the
-//! least recently used nested server serving nothing is stopped (it goes
-//! back to `idle`), or the start is refused (`server_limit`). A nested
-//! server that served nothing for `nested_idle_stop_ms` goes back to `idle`.
+//! is `idle`. An agent that knows only the RFD (its `lsp/servers` has no
+//! `_meta.startAll`) is shown every server as it is being started, within
+//! the cap (`LspHost::start_shown`). At most `max_running_servers` run: to
+//! start one more, the least recently used server that may make room (a
+//! nested one serving nothing, or a session root's own unused for the idle
+//! time) is stopped (it goes back to `idle`), or the start is refused
+//! (`server_limit`, logged once, shown in the entry). A nested server that
+//! served nothing for `nested_idle_stop_ms` goes back to `idle`.
 
 use super::config::{Config, ServerConfig};
 use super::detect::{detect, DetectReason};
@@ -19,7 +23,7 @@ use super::running::Running;
 use super::server::{Server, ServerSpec};
 use super::watch::{Delivery, FileChange, RootWatch, WatchBatch, WatchOptions, SETTLE_TIMEOUT};
 use crate::gate::{
-    GateError, HostCall, HostReply, LspHost, Route, ServerEntry, ServerState, Session,
+    GateError, HostCall, HostReply, LspHost, Route, ServerEntry, ServerState, Session, StateReason,
 };
 use crate::jsonrpc::Limits;
 use crate::record::Recorder;
@@ -88,6 +92,44 @@ struct Attached {
     ids: Vec<String>,
     /// Those whose root is one of the session's roots: they start with it.
     top_level: Vec<String>,
+    /// Each session root, resolved (what servers run on) and as the agent
+    /// spelled it (what `workspacePath` says), longest resolved path first.
+    roots: Vec<(PathBuf, PathBuf)>,
+}
+
+impl Attached {
+    /// `root` (a resolved server root) as the session spells it: under the
+    /// session root that holds it, so that an agent finds a file's server
+    /// by its own paths (the RFD's FAQ) even through a symlinked cwd.
+    /// Confinement still checks real paths; only the listing says this.
+    fn spelled(&self, root: &Path) -> PathBuf {
+        self.roots
+            .iter()
+            .find_map(|(resolved, spelled)| {
+                root.strip_prefix(resolved).ok().map(|rest| {
+                    if rest.as_os_str().is_empty() {
+                        spelled.clone()
+                    } else {
+                        spelled.join(rest)
+                    }
+                })
+            })
+            .unwrap_or_else(|| root.to_path_buf())
+    }
+}
+
+/// Why a server is being started, which decides what may stop to make room
+/// under `max_running_servers` ([`Running::victim`], [`Running::idle_victim`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Start {
+    /// A request (or `startAll`) uses it: noted as used.
+    Used,
+    /// A session root's own server, as the session opens or is listed.
+    SessionRoot,
+    /// A server shown to an agent that knows only the RFD
+    /// ([`LspHost::start_shown`]): only a server unused for the idle time
+    /// makes room, so servers started for one listing never stop each other.
+    Shown,
 }
 
 type Detection = watch::Receiver<Option<Arc<Attached>>>;
@@ -134,6 +176,9 @@ pub struct Registry {
     nested_timers: Mutex<HashMap<String, tokio::task::JoinHandle<()>>>,
     /// Servers being stopped to make room or after idling (awaited by `shutdown`).
     retiring: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    /// Servers refused for `max_running_servers` since their last start
+    /// (said once in the log; their entries say why).
+    refused: Mutex<HashSet<String>>,
     /// Installs under way (`auto_install`), by server id: aborted by `shutdown`.
     installs: Mutex<HashMap<String, tokio::task::JoinHandle<()>>>,
     /// Servers found missing (by id) whose install or warning is still to
@@ -169,6 +214,7 @@ impl Registry {
             starting: Mutex::new(()),
             nested_timers: Mutex::new(HashMap::new()),
             retiring: Mutex::new(Vec::new()),
+            refused: Mutex::new(HashSet::new()),
             installs: Mutex::new(HashMap::new()),
             missing: Mutex::new(HashMap::new()),
             closing: CancellationToken::new(),
@@ -305,9 +351,11 @@ impl Registry {
     fn attach(self: &Arc<Self>, session: &Arc<Session>) -> Attached {
         let mut ids = Vec::new();
         let mut top_level = Vec::new();
+        let mut roots = Vec::new();
         let mut config = self.config.clone();
-        for root in session.roots() {
-            let root = root.canonicalize().unwrap_or_else(|_| root.clone());
+        for spelled in session.roots() {
+            let root = spelled.canonicalize().unwrap_or_else(|_| spelled.clone());
+            roots.push((root.clone(), spelled.clone()));
             self.watch_root(&root, session.id());
             if let Err(e) = config.load_project(&root) {
                 tracing::warn!(error = %e, "ignoring the project's config file");
@@ -383,14 +431,44 @@ impl Registry {
                 timer.abort();
             }
         }
-        Attached { ids, top_level }
+        roots.sort_by_key(|(resolved, _)| std::cmp::Reverse(resolved.as_os_str().len()));
+        Attached {
+            ids,
+            top_level,
+            roots,
+        }
     }
 
-    /// Starts the session roots' own servers of a session (errors logged).
+    /// Starts the session roots' own servers of a session (a refusal for
+    /// the cap is logged once by the start and shown in the entry).
     fn start_top_level(&self, attached: &Attached) {
         for id in &attached.top_level {
-            if let Err(e) = self.start_server(id) {
-                tracing::warn!(error = %e, "session root's server not started");
+            if let Err(e) = self.start_unasked(id, Start::SessionRoot) {
+                tracing::debug!(error = %e, "session root's server not started");
+            }
+        }
+    }
+
+    /// [`LspHost::start_shown`]: every server the session's listing shows,
+    /// the session roots' own first, then the others, most recently used
+    /// first, each only while there is room (or a server unused for the
+    /// idle time to stop): what is shown `starting` is being started, and
+    /// what cannot start for the cap is shown `not_running` with why.
+    async fn start_shown_servers(&self, session: &Session) {
+        let Some(attached) = self.session_servers(session.id()).await else {
+            return;
+        };
+        self.start_top_level(&attached);
+        let nested: Vec<String> = attached
+            .ids
+            .iter()
+            .filter(|id| !attached.top_level.contains(id))
+            .cloned()
+            .collect();
+        let ordered = self.running.lock().most_recent_first(&nested);
+        for id in ordered {
+            if let Err(e) = self.start_unasked(&id, Start::Shown) {
+                tracing::debug!(error = %e, "shown server not started");
             }
         }
     }
@@ -467,12 +545,17 @@ impl Registry {
                 .filter_map(|id| tables.servers.get(id).cloned())
                 .collect()
         };
+        let limit = self.config.max_running_servers;
         let mut entries: Vec<ServerEntry> = servers
             .iter()
             .map(|s| {
                 let mut entry = s.entry_with(full);
                 if full {
                     entry.meta.acp_lsp.degraded_roots = self.degraded_roots_over(&s.spec().root);
+                }
+                entry.workspace_path = attached.spelled(&s.spec().root).display().to_string();
+                if s.state() == ServerState::Idle && self.refused_for_cap(s.id()) {
+                    entry.meta.acp_lsp.state_reason = Some(StateReason::ServerLimit { limit });
                 }
                 entry
             })
@@ -547,6 +630,10 @@ impl LspHost for Registry {
             Err(error) => error.reason(),
         };
         reply
+    }
+
+    async fn start_shown(&self, session: &Session) {
+        self.start_shown_servers(session).await;
     }
 
     async fn start_all(&self, session: &Session) {
@@ -638,14 +725,14 @@ impl LspHost for Registry {
         let _ = self.start_server(server_id);
         let _ = tokio::time::timeout(
             wait,
-            server.wait_for_state(|s| {
-                matches!(
-                    s,
-                    crate::gate::ServerState::Ready
-                        | crate::gate::ServerState::Failed
-                        | crate::gate::ServerState::Stopped
-                        | crate::gate::ServerState::NotInstalled
-                )
+            server.wait_for_status(|s| {
+                s.accepts_waiting()
+                    || matches!(
+                        s.state,
+                        crate::gate::ServerState::Failed
+                            | crate::gate::ServerState::Stopped
+                            | crate::gate::ServerState::NotInstalled
+                    )
             }),
         )
         .await;

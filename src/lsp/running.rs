@@ -1,7 +1,8 @@
 //! Which servers may keep running: each server's use (a session root's own
 //! server or a nested root's, its last use, its requests in flight), the
 //! server to stop when `max_running_servers` is reached (the least recently
-//! used nested one that serves nothing right now), and how long a nested
+//! used one that serves nothing right now: a nested one, or a session
+//! root's own that nothing used for the idle time), and how long a nested
 //! server has left before its idle stop. Pure bookkeeping: the registry
 //! starts and stops.
 
@@ -20,7 +21,7 @@ struct Usage {
     top_level: bool,
     last_used: Instant,
     /// Order of last uses (a logical clock: two uses in the same clock
-    /// tick still have an order).
+    /// tick still have an order); 0 until the first.
     order: u64,
     in_flight: usize,
 }
@@ -35,12 +36,11 @@ pub struct Running {
 impl Running {
     /// Notes a server a session attached; `top_level` once makes it so for good.
     pub fn attached(&mut self, id: &str, top_level: bool) {
-        self.clock += 1;
-        let order = self.clock;
+        // Never used yet: before every server that was (order 0).
         let usage = self.usage.entry(id.to_string()).or_insert(Usage {
             top_level,
             last_used: Instant::now(),
-            order,
+            order: 0,
             in_flight: 0,
         });
         usage.top_level |= top_level;
@@ -80,19 +80,58 @@ impl Running {
         }
     }
 
-    /// Among `live` (running server ids), the least recently used nested
-    /// server with no request in flight, other than `except`.
+    /// Among `live` (running server ids), the least recently used one that
+    /// may stop to make room, other than `except`: none serving a request;
+    /// a nested server at once; a session root's own once no request named
+    /// it for `idle` (`None`: never), so that more session roots than the
+    /// cap take turns instead of the later ones never starting.
     pub fn victim<'a>(
         &self,
         live: impl IntoIterator<Item = &'a str>,
         except: &str,
+        idle: Option<Duration>,
+    ) -> Option<String> {
+        self.least_recent(live, except, |u| {
+            !u.top_level || idle.is_some_and(|idle| u.last_used.elapsed() >= idle)
+        })
+    }
+
+    /// [`Running::victim`] for a start no request asked for (an agent's
+    /// listing): only a server unused for `idle`, whatever its kind, so that
+    /// servers started for one listing never stop each other.
+    pub fn idle_victim<'a>(
+        &self,
+        live: impl IntoIterator<Item = &'a str>,
+        except: &str,
+        idle: Option<Duration>,
+    ) -> Option<String> {
+        let idle = idle?;
+        self.least_recent(live, except, |u| u.last_used.elapsed() >= idle)
+    }
+
+    fn least_recent<'a>(
+        &self,
+        live: impl IntoIterator<Item = &'a str>,
+        except: &str,
+        may_stop: impl Fn(&Usage) -> bool,
     ) -> Option<String> {
         live.into_iter()
             .filter(|id| *id != except)
             .filter_map(|id| self.usage.get(id).map(|u| (id, u)))
-            .filter(|(_, u)| !u.top_level && u.in_flight == 0)
+            .filter(|(_, u)| u.in_flight == 0 && may_stop(u))
             .min_by_key(|(_, u)| u.order)
             .map(|(id, _)| id.to_string())
+    }
+
+    /// `ids` with the most recently used first (never used: as given).
+    pub fn most_recent_first(&self, ids: &[String]) -> Vec<String> {
+        let mut ordered: Vec<(u64, usize, &String)> = ids
+            .iter()
+            .enumerate()
+            .map(|(i, id)| (self.usage.get(id).map_or(0, |u| u.order), i, id))
+            .collect();
+        ordered.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        ordered.into_iter().map(|(_, _, id)| id.clone()).collect()
     }
 
     /// How long until a nested server has idled for `idle`: `None` when it
@@ -124,21 +163,82 @@ mod tests {
         running.touch("b");
         running.touch("c");
         let live = ["top", "a", "b", "c"];
-        assert_eq!(running.victim(live, "x").as_deref(), Some("a"));
+        let idle = Some(Duration::from_secs(3600));
+        assert_eq!(running.victim(live, "x", idle).as_deref(), Some("a"));
         // Never the one being started, never one serving a request.
-        assert_eq!(running.victim(live, "a").as_deref(), Some("b"));
+        assert_eq!(running.victim(live, "a", idle).as_deref(), Some("b"));
         running.begin("a");
-        assert_eq!(running.victim(live, "x").as_deref(), Some("b"));
+        assert_eq!(running.victim(live, "x", idle).as_deref(), Some("b"));
         running.end("a");
         // a was used last now.
-        assert_eq!(running.victim(live, "x").as_deref(), Some("b"));
-        // A session root's server is never a victim, nor one not live.
-        assert_eq!(running.victim(["top", "c"], "c"), None);
+        assert_eq!(running.victim(live, "x", idle).as_deref(), Some("b"));
+        // A session root's server used within the idle time is no victim,
+        // nor one not live.
+        assert_eq!(running.victim(["top", "c"], "c", idle), None);
         // Top-level once, top-level for good.
         running.attached("c", true);
         assert!(running.is_top_level("c"));
         running.attached("c", false);
         assert!(running.is_top_level("c"));
+    }
+
+    #[test]
+    fn a_session_roots_server_idle_for_the_idle_time_may_make_room() {
+        let mut running = Running::default();
+        running.attached("top1", true);
+        running.attached("top2", true);
+        running.touch("top1");
+        running.touch("top2");
+        let live = ["top1", "top2"];
+        // Used just now: neither may stop; without an idle time, never.
+        assert_eq!(
+            running.victim(live, "new", Some(Duration::from_secs(60))),
+            None
+        );
+        assert_eq!(running.victim(live, "new", None), None);
+        // Idle for the idle time (zero here): the least recently used stops.
+        assert_eq!(
+            running.victim(live, "new", Some(Duration::ZERO)).as_deref(),
+            Some("top1")
+        );
+        // Not while it serves a request.
+        running.begin("top1");
+        assert_eq!(
+            running.victim(live, "new", Some(Duration::ZERO)).as_deref(),
+            Some("top2")
+        );
+    }
+
+    #[test]
+    fn a_listing_stops_only_servers_idle_for_the_idle_time() {
+        let mut running = Running::default();
+        running.attached("a", false);
+        running.attached("b", false);
+        running.touch("a");
+        // A nested server just used is a victim for a request, not for a listing.
+        assert_eq!(
+            running
+                .victim(["a"], "b", Some(Duration::from_secs(60)))
+                .as_deref(),
+            Some("a")
+        );
+        assert_eq!(
+            running.idle_victim(["a"], "b", Some(Duration::from_secs(60))),
+            None
+        );
+        assert_eq!(running.idle_victim(["a"], "b", None), None);
+        assert_eq!(
+            running
+                .idle_victim(["a"], "b", Some(Duration::ZERO))
+                .as_deref(),
+            Some("a")
+        );
+        // Most recently used first; never used keeps the given order.
+        running.attached("c", false);
+        running.attached("d", false);
+        let ids: Vec<String> = ["c", "a", "d", "b"].iter().map(|s| s.to_string()).collect();
+        running.touch("b");
+        assert_eq!(running.most_recent_first(&ids), ["b", "a", "c", "d"]);
     }
 
     #[test]

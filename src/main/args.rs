@@ -77,7 +77,8 @@ pub(crate) enum Command {
         #[command(subcommand)]
         action: DaemonAction,
     },
-    /// Run in front of an ACP agent: `acp-lsp proxy -- AGENT [ARGS…]`.
+    /// Run in front of an ACP agent: `acp-lsp proxy -- AGENT [ARGS…]`; or,
+    /// with `--chain`, as one proxy of a conductor's chain.
     Proxy {
         /// Config file (default: $XDG_CONFIG_HOME/acp-lsp/config.toml).
         #[arg(long)]
@@ -104,8 +105,13 @@ pub(crate) enum Command {
         auto_install: bool,
         #[command(flatten)]
         log: LogArgs,
+        /// Be one proxy of a proxy chain: the conductor (e.g.
+        /// agent-client-protocol-conductor) is on stdin/stdout and sends
+        /// proxy/initialize; no agent is started.
+        #[arg(long, conflicts_with = "agent")]
+        chain: bool,
         /// The agent command and its arguments.
-        #[arg(required = true, last = true)]
+        #[arg(required_unless_present = "chain", last = true)]
         agent: Vec<String>,
     },
     /// Send one LSP request through the gate and print the server's raw result.

@@ -31,16 +31,55 @@ pub struct StdioEntry {
 }
 
 impl StdioEntry {
-    /// The `McpServerStdio` JSON for `token`.
-    pub fn to_json(&self, token: &str) -> String {
-        serde_json::json!({
+    /// The `McpServerStdio` JSON for `token`, in the spelling of
+    /// `protocol_version`: v2's `McpServer` is tagged and requires
+    /// `"type": "stdio"`; v1's stdio entry is the untagged one.
+    pub fn to_json(&self, token: &str, protocol_version: u64) -> String {
+        let mut entry = serde_json::json!({
             "name": SERVER_NAME,
             "command": path_text(&self.command),
             "args": ["mcp", "--connect", path_text(&self.socket)],
             "env": [{ "name": TOKEN_ENV, "value": token }],
-        })
-        .to_string()
+        });
+        if protocol_version >= 2 {
+            entry["type"] = "stdio".into();
+        }
+        // `type` first, as the schema writes a tagged entry (serde_json
+        // without `preserve_order` sorts keys; with it, insertion order).
+        sorted_with_type_first(entry)
     }
+}
+
+/// The MCP-over-ACP entry (`"type": "acp"`, the mcp-over-acp RFD) for the
+/// ACP-transport server id `server_id`: the agent reaches the tools with
+/// `mcp/connect` and `mcp/message` on the ACP connection itself.
+pub fn acp_entry_json(server_id: &str) -> String {
+    sorted_with_type_first(serde_json::json!({
+        "type": "acp",
+        "name": SERVER_NAME,
+        "serverId": server_id,
+    }))
+}
+
+/// `entry` as JSON text with `type` (if any) first and the other keys sorted:
+/// the same bytes whichever way the build orders `json!` maps.
+fn sorted_with_type_first(entry: serde_json::Value) -> String {
+    let serde_json::Value::Object(map) = entry else {
+        return entry.to_string();
+    };
+    let mut keys: Vec<&String> = map.keys().collect();
+    keys.sort_by_key(|k| (k.as_str() != "type", k.as_str()));
+    let members: Vec<String> = keys
+        .iter()
+        .map(|k| {
+            format!(
+                "{}:{}",
+                serde_json::Value::from(k.as_str()),
+                map[k.as_str()]
+            )
+        })
+        .collect();
+    format!("{{{}}}", members.join(","))
 }
 
 /// How an agent that advertises `mcpCapabilities.http` reaches the injected
@@ -167,7 +206,7 @@ mod tests {
             command: "/bin/acp-lsp".into(),
             socket: "/tmp/s".into(),
         }
-        .to_json("t");
+        .to_json("t", 1);
         let once = inject(
             br#"{"id":1,"method":"session/new","params":{"cwd":"/w","mcpServers":[]}}"#,
             &entry,
@@ -185,7 +224,7 @@ mod tests {
                 command: "/usr/bin/acp-lsp".into(),
                 socket: "/tmp/d/mcp.sock".into(),
             }
-            .to_json("secret"),
+            .to_json("secret", 1),
         )
         .unwrap();
         assert_eq!(
@@ -194,6 +233,28 @@ mod tests {
                    "env":[{"name":"ACP_LSP_MCP_TOKEN","value":"secret"}]})
         );
         assert!(!entry["args"].to_string().contains("secret"));
+    }
+
+    #[test]
+    fn the_v2_stdio_entry_is_tagged_and_the_v1_one_is_not() {
+        let stdio = StdioEntry {
+            command: "/usr/bin/acp-lsp".into(),
+            socket: "/tmp/d/mcp.sock".into(),
+        };
+        let v1: Value = serde_json::from_str(&stdio.to_json("k", 1)).unwrap();
+        assert!(v1.get("type").is_none(), "{v1}");
+        let v2_text = stdio.to_json("k", 2);
+        assert!(v2_text.starts_with(r#"{"type":"stdio","#), "{v2_text}");
+        let v2: Value = serde_json::from_str(&v2_text).unwrap();
+        let mut untagged = v2.clone();
+        untagged.as_object_mut().unwrap().remove("type");
+        assert_eq!(untagged, v1, "v2 adds only the tag");
+        let acp: Value =
+            serde_json::from_str(&acp_entry_json("550e8400-e29b-41d4-a716-446655440000")).unwrap();
+        assert_eq!(
+            acp,
+            json!({"type":"acp","name":"acp-lsp","serverId":"550e8400-e29b-41d4-a716-446655440000"})
+        );
     }
 
     #[test]

@@ -11,7 +11,11 @@
 //!   token, for agents that advertise `mcpCapabilities.http`.
 //! - [`editor`]: requests acp-lsp itself sends the editor (`fs/*`), so a
 //!   rename is written through the editor when it can.
+//! - [`acp_transport`]: the same tools over the ACP connection itself
+//!   (`"type": "acp"`, `mcp/connect`, `mcp/message`), for agents that
+//!   advertise the `acp` MCP transport.
 
+pub mod acp_transport;
 pub mod bridge;
 pub mod editor;
 pub mod http;
@@ -23,6 +27,7 @@ pub mod start;
 pub mod tokens;
 pub mod tools;
 
+use acp_transport::AcpTransport;
 use editor::EditorFs;
 use inject::{HttpEntry, StdioEntry};
 use std::sync::Arc;
@@ -49,6 +54,8 @@ pub struct McpRelay {
     /// Offered to agents that advertise `mcpCapabilities.http` (`--mcp auto`).
     pub http: Option<HttpEntry>,
     pub editor: Arc<EditorFs>,
+    /// Offered to agents that advertise the `acp` MCP transport (`--mcp auto`).
+    pub acp: Option<Arc<AcpTransport>>,
 }
 
 /// 64 random bits as hex, for names that must not be guessed or collide.

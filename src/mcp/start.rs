@@ -2,16 +2,19 @@
 //! with `--mcp auto`, the loopback HTTP endpoint) over the proxy's gate, and
 //! what the relay needs to inject their entries into session requests.
 
+use super::acp_transport::{AcpTransport, ServeMcp};
 use super::editor::EditorFs;
 use super::http::McpHttp;
 use super::inject::{HttpEntry, StdioEntry};
 use super::socket::McpSocket;
 use super::tokens::TokenTable;
-use super::tools::READY_WAIT;
+use super::tools::{LspTools, READY_WAIT};
 use super::McpRelay;
 use crate::gate::Gate;
 use crate::lsp::config::McpHttpLimits;
 use crate::proxy_host::ProxyHost;
+use futures::FutureExt;
+use rmcp::ServiceExt;
 use std::sync::Arc;
 
 /// Why the MCP server could not start.
@@ -34,8 +37,9 @@ pub struct McpListeners {
     pub http: Option<McpHttp>,
 }
 
-/// Binds the socket (and, with `http`, the HTTP endpoint with `http_limits`)
-/// over `gate`; the tools wait up to [`READY_WAIT`] for a server.
+/// Binds the socket (and, with `http`, the HTTP endpoint with `http_limits`,
+/// and the MCP-over-ACP transport) over `gate`; the tools wait up to
+/// [`READY_WAIT`] for a server.
 pub async fn start(
     gate: &Arc<Gate<ProxyHost>>,
     http: bool,
@@ -74,16 +78,47 @@ pub async fn start(
     let http = http_server
         .as_ref()
         .map(|server| HttpEntry { url: server.url() });
+    // MCP over the ACP connection needs no listener: offered with `auto`
+    // when the agent advertises it.
+    let acp = http_server
+        .is_some()
+        .then(|| AcpTransport::new(Arc::clone(&tokens), serve_tools(gate, &editor)));
     Ok((
         McpRelay {
             tokens,
             entry,
             http,
             editor,
+            acp,
         },
         McpListeners {
             socket,
             http: http_server,
         },
     ))
+}
+
+/// One MCP session of the tools on an in-memory pipe (MCP over ACP).
+fn serve_tools(gate: &Arc<Gate<ProxyHost>>, editor: &Arc<EditorFs>) -> ServeMcp {
+    let gate = Arc::clone(gate);
+    let editor = Arc::clone(editor);
+    Arc::new(move |lease, io| {
+        let tools = LspTools::new(
+            Arc::clone(&gate),
+            lease,
+            Some(Arc::clone(&editor)),
+            READY_WAIT,
+        );
+        async move {
+            match tools.serve(tokio::io::split(io)).await {
+                Ok(running) => {
+                    let _ = running.waiting().await;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "MCP-over-ACP connection failed to initialize")
+                }
+            }
+        }
+        .boxed()
+    })
 }

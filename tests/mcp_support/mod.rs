@@ -131,6 +131,7 @@ impl Proxy {
             },
             http: Some(HttpEntry { url: http.url() }),
             editor,
+            acp: None,
         };
         let (editor_in, editor_w) = duplex(PIPE_BUFFER);
         let (editor_out, editor_r) = duplex(PIPE_BUFFER);

@@ -281,6 +281,7 @@ impl LspHost for Host {
                     memory_bytes: None,
                     degraded_roots: Vec::new(),
                     dropped: None,
+                    state_reason: None,
                     companion: false,
                     install_command: None,
                 },

@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 
 use super::paths::{expand_tilde, resolve_path};
 use super::project_code::ProjectCode;
-use super::{DEFAULT_REQUEST_TIMEOUT_MS, KNOWN_POSITION_ENCODINGS};
+use super::{DEFAULT_FIRST_LOAD_WAIT_MS, DEFAULT_REQUEST_TIMEOUT_MS, KNOWN_POSITION_ENCODINGS};
 
 /// One language server definition.
 #[derive(Debug, Clone, PartialEq, serde::Deserialize, serde::Serialize)]
@@ -44,6 +44,10 @@ pub struct ServerConfig {
     pub env_passthrough: Vec<String>,
     #[serde(default = "default_request_timeout_ms")]
     pub request_timeout_ms: u64,
+    /// How long the server's first load may report work before it is taken
+    /// as `running` anyway (`DEFAULT_FIRST_LOAD_WAIT_MS` by default).
+    #[serde(default = "default_first_load_wait_ms")]
+    pub first_load_wait_ms: u64,
     /// `workspace/executeCommand` allowlist.
     #[serde(default)]
     pub execute_commands: Vec<String>,
@@ -94,6 +98,10 @@ pub(super) fn default_request_timeout_ms() -> u64 {
     DEFAULT_REQUEST_TIMEOUT_MS
 }
 
+pub(super) fn default_first_load_wait_ms() -> u64 {
+    DEFAULT_FIRST_LOAD_WAIT_MS
+}
+
 pub(super) fn default_position_encodings() -> Vec<String> {
     vec!["utf-16".to_string()]
 }
@@ -128,6 +136,7 @@ impl ServerConfig {
             env: BTreeMap::new(),
             env_passthrough: Vec::new(),
             request_timeout_ms: DEFAULT_REQUEST_TIMEOUT_MS,
+            first_load_wait_ms: default_first_load_wait_ms(),
             execute_commands: Vec::new(),
             extension_methods: Vec::new(),
             position_encodings: default_position_encodings(),
@@ -179,6 +188,11 @@ impl ServerConfig {
             .first()
             .map(String::as_str)
             .unwrap_or("plaintext")
+    }
+
+    /// `first_load_wait_ms` as a duration.
+    pub fn first_load_wait(&self) -> Duration {
+        Duration::from_millis(self.first_load_wait_ms)
     }
 
     /// `request_timeout_ms` as a duration.
@@ -247,6 +261,7 @@ pub(super) struct ServerPatch {
     env: Option<BTreeMap<String, String>>,
     env_passthrough: Option<Vec<String>>,
     request_timeout_ms: Option<u64>,
+    first_load_wait_ms: Option<u64>,
     execute_commands: Option<Vec<String>>,
     extension_methods: Option<Vec<String>>,
     position_encodings: Option<Vec<String>>,
@@ -316,6 +331,9 @@ pub(super) fn apply_patch(
             return Err(("request_timeout_ms", "must be greater than 0".to_string()));
         }
         server.request_timeout_ms = ms;
+    }
+    if let Some(ms) = patch.first_load_wait_ms {
+        server.first_load_wait_ms = ms;
     }
     if let Some(cmds) = patch.execute_commands {
         server.execute_commands = cmds;

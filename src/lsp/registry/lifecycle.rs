@@ -1,6 +1,7 @@
 //! Starting and stopping the registry's servers: a start within
-//! `max_running_servers` (the least recently used nested server serving
-//! nothing makes room, or the start is refused with `server_limit`), a
+//! Starting and stopping the registry's servers: a start within
+//! `max_running_servers` (the least recently used server that may make room
+//! is stopped, or the start is refused with `server_limit`, said once), a
 //! retired server's fresh idle successor, the nested idle stop, and the
 //! registry's shutdown (begun at the proxy's first signal, so that a server
 //! the same signal ended is not restarted).
@@ -84,37 +85,70 @@ impl Registry {
     }
 
     /// Starts the server `id` if it is idle, within `max_running_servers`:
-    /// when the cap is reached, the least recently used nested server
-    /// serving nothing is stopped first; when there is none, the start is
-    /// refused with [`GateError::ServerLimit`]. A server already live is
-    /// only noted as used.
+    /// when the cap is reached, the least recently used server that may
+    /// make room ([`Running::victim`]: a nested one serving nothing, or a
+    /// session root's own that nothing used for the idle time) is stopped
+    /// first; when there is none, the start is refused with
+    /// [`GateError::ServerLimit`]. A server already live is only noted as
+    /// used.
     pub fn start_server(&self, id: &str) -> Result<(), GateError> {
+        self.start_within_cap(id, Start::Used)
+    }
+
+    /// [`Registry::start_server`] for a start that no request asked for (a
+    /// session opening, a listing), under `why`'s rule: a live server is
+    /// not noted as used, so that listing is no use.
+    pub(super) fn start_unasked(&self, id: &str, why: Start) -> Result<(), GateError> {
+        self.start_within_cap(id, why)
+    }
+
+    /// The idle time after which any server may make room (`None`: never).
+    fn idle_time(&self) -> Option<Duration> {
+        let ms = self.config.nested_idle_stop_ms;
+        (ms > 0).then(|| Duration::from_millis(ms))
+    }
+
+    fn start_within_cap(&self, id: &str, why: Start) -> Result<(), GateError> {
         let _deciding = self.starting.lock();
         let server = self.server(id).ok_or_else(|| GateError::UnknownServer {
             server_id: id.into(),
             servers: Vec::new(),
         })?;
-        self.running.lock().touch(id);
+        if why == Start::Used {
+            self.running.lock().touch(id);
+        }
         if server.status().state != ServerState::Idle {
             // Being installed: it starts when the install is done.
             server.start_when_installed();
             return Ok(());
         }
         let cap = self.config.max_running_servers;
+        let idle = self.idle_time();
         loop {
             let live = self.running_servers();
             if live.len() < cap {
                 break;
             }
-            let victim = self.running.lock().victim(live.iter().map(|s| s.id()), id);
+            let victim = {
+                let running = self.running.lock();
+                let live = live.iter().map(|s| s.id());
+                match why {
+                    Start::Used | Start::SessionRoot => running.victim(live, id, idle),
+                    Start::Shown => running.idle_victim(live, id, idle),
+                }
+            };
             let Some(victim) = victim else {
-                tracing::warn!(
-                    limit = "max_running_servers",
-                    value = cap,
-                    server = %server.spec().config.name,
-                    root = %server.spec().root.display(),
-                    "limit hit: server not started"
-                );
+                // Said once per server until it starts: an agent polling
+                // `lsp/servers` must not fill the log (its entry says why).
+                if self.refused.lock().insert(id.to_string()) {
+                    tracing::warn!(
+                        limit = "max_running_servers",
+                        value = cap,
+                        server = %server.spec().config.name,
+                        root = %server.spec().root.display(),
+                        "limit hit: server not started (said once; lsp/servers shows it)"
+                    );
+                }
                 return Err(GateError::ServerLimit {
                     server_id: id.to_string(),
                     server: format!(
@@ -128,15 +162,23 @@ impl Registry {
             tracing::info!(
                 limit = "max_running_servers",
                 value = cap,
-                "stopping the least recently used nested server to make room"
+                "stopping the least recently used server to make room"
             );
             self.retire(&victim);
         }
+        self.refused.lock().remove(id);
+        // Started now counts as a use: it does not make room for the next.
+        self.running.lock().touch(id);
         server.ensure_started();
         if !self.running.lock().is_top_level(id) {
             self.arm_idle_stop(id);
         }
         Ok(())
+    }
+
+    /// Whether the server `id` was refused for the cap and has not started since.
+    pub(super) fn refused_for_cap(&self, id: &str) -> bool {
+        self.refused.lock().contains(id)
     }
 
     /// Stops the server `id` and puts a fresh, idle one with the same spec
@@ -160,7 +202,7 @@ impl Registry {
         tracing::info!(
             server = %old.spec().config.name,
             root = %old.spec().root.display(),
-            "stopping nested server; idle until used again"
+            "stopping server; idle until used again"
         );
         let mut retiring = self.retiring.lock();
         retiring.retain(|stop| !stop.is_finished());

@@ -7,7 +7,7 @@ use super::{
     MAX_PROGRESS_TEXT, MAX_PROGRESS_TOKENS, MAX_PROGRESS_TOKEN_BYTES, MAX_REGISTRATIONS,
     MAX_REGISTRATION_BYTES,
 };
-use crate::gate::Progress;
+use crate::gate::{Progress, StateReason};
 use crate::jsonrpc::ErrorObject;
 use crate::lsp::connection::ServerMessages;
 use crate::lsp::handshake;
@@ -240,6 +240,14 @@ impl ServerMessages for Handler {
                                     name,
                                     "dropped work-done progress over the cap",
                                 );
+                                drop(live);
+                                // Past the cap the end of the load cannot be
+                                // known: it no longer holds the server.
+                                if full {
+                                    server.assume_loaded(StateReason::ProgressOverCap {
+                                        limit: MAX_PROGRESS_TOKENS,
+                                    });
+                                }
                                 return;
                             }
                             live.progress.insert(

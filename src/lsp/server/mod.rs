@@ -23,7 +23,7 @@ use super::ratelimit::WarnBudget;
 use super::registration::{raw_json, Registration};
 use crate::gate::{
     AcpLspEntry, Dropped, EntryMeta, Progress, RegistrationEntry, ServerEntry, ServerState,
-    Session, State,
+    Session, State, StateReason,
 };
 use crate::jsonrpc::Limits;
 use crate::record::Recorder;
@@ -54,6 +54,16 @@ pub const FIRST_OPEN_SETTLE: Duration = Duration::from_millis(500);
 /// one (a clangd that indexes nothing, or reports no progress, would
 /// otherwise never be `running`). clangd 14 begins within milliseconds.
 pub const INDEX_START_WAIT: Duration = Duration::from_secs(15);
+
+/// Default of a server's `first_load_wait_ms`: how long its first load may
+/// report work (work-done progress, rust-analyzer's quiescence, clangd's
+/// first index) before it is taken as `running` anyway, with
+/// `_meta["acp-lsp"].stateReason` saying so. Real servers leak progress
+/// tokens (a cancelled flycheck, a crashed indexing thread); without a bound
+/// an agent written to the RFD would wait for ever. Below the 90 s an agent
+/// typically gives `waitUntilReady`.
+pub const FIRST_LOAD_WAIT: Duration =
+    Duration::from_millis(crate::lsp::config::DEFAULT_FIRST_LOAD_WAIT_MS);
 
 /// How long `_acp-lsp/diagnostics` waits for a server to be `running`
 /// before syncing the documents it asks about.
@@ -146,6 +156,19 @@ pub struct Status {
     /// later (re-indexing after an edit, `cargo check`) does not take it out
     /// of `running`.
     pub loaded: bool,
+    /// Set when `loaded` was not earned: the first load never reported its
+    /// end (within the first-load wait, or past the progress table's cap).
+    /// Cleared when the server does become `ready`, and with `loaded`.
+    pub load_reason: Option<StateReason>,
+}
+
+impl Status {
+    /// Whether a request waiting for the server (`waitUntilReady`) may go:
+    /// `ready`, or taken as loaded without having said so.
+    pub fn accepts_waiting(&self) -> bool {
+        self.state == ServerState::Ready
+            || (self.load_reason.is_some() && self.wire() == State::Running)
+    }
 }
 
 impl Status {
@@ -212,6 +235,8 @@ struct Live {
     restarts: u32,
     /// When the running process was spawned, until its readiness is logged.
     spawned_at: Option<Instant>,
+    /// The running process's first-load wait ([`Server::arm_first_load_wait`]).
+    first_load_timer: Option<tokio_util::task::AbortOnDropHandle<()>>,
     /// The command that installs the program, while it is not installed
     /// or being installed (`install.rs`).
     install_command: Option<String>,
@@ -261,6 +286,7 @@ impl Server {
             progress: None,
             last_error: None,
             loaded: false,
+            load_reason: None,
         });
         Arc::new(Server {
             spec,
@@ -323,7 +349,10 @@ impl Server {
 
     fn set_status(&self, state: ServerState, last_error: Option<String>) {
         let progress = self.current_progress();
-        self.status.send_modify(|s| {
+        // Only a change wakes the waiters: a server reporting progress many
+        // times a second must not re-run every waiting request's check each time.
+        self.status.send_if_modified(|s| {
+            let before = s.clone();
             // Loaded once a round of loading has ended (indexing, then
             // ready): a `ready` seen before the server reported any work
             // proves nothing, since servers begin their progress just after
@@ -333,12 +362,70 @@ impl Server {
                 ServerState::Indexing => s.loaded,
                 _ => false,
             };
+            if !s.loaded || state == ServerState::Ready {
+                s.load_reason = None;
+            }
             s.state = state;
             s.progress = progress;
             if last_error.is_some() {
                 s.last_error = last_error;
             }
+            *s != before
         });
+    }
+
+    /// Arms the first-load wait of the process on `connection`: if its
+    /// first load has not ended after the server's `first_load_wait_ms`, it
+    /// is taken as loaded ([`StateReason::FirstLoadTimeout`]). Replaced by
+    /// the next process's; ends with the server's `Live`.
+    pub(super) fn arm_first_load_wait(self: &Arc<Self>, connection: &Arc<Connection>) {
+        let wait = self.spec.config.first_load_wait();
+        let server = Arc::downgrade(self);
+        let connection = Arc::downgrade(connection);
+        let timer = tokio::spawn(async move {
+            tokio::time::sleep(wait).await;
+            let Some(server) = server.upgrade() else {
+                return;
+            };
+            let open_progress = {
+                let live = server.live();
+                let same = match (&live.connection, connection.upgrade()) {
+                    (Some(live), Some(ours)) => Arc::ptr_eq(live, &ours),
+                    _ => false,
+                };
+                if !same {
+                    return;
+                }
+                live.progress.len()
+            };
+            server.assume_loaded(StateReason::FirstLoadTimeout {
+                waited_ms: wait.as_millis() as u64,
+                open_progress,
+            });
+        });
+        self.live().first_load_timer = Some(tokio_util::task::AbortOnDropHandle::new(timer));
+    }
+
+    /// Takes the server as loaded although its first load never said it
+    /// ended (`reason`): `running` from now on, the reason in its entry.
+    /// Only while it is still loading for the first time.
+    fn assume_loaded(&self, reason: StateReason) {
+        let assumed = self.status.send_if_modified(|s| {
+            let first_load = s.state == ServerState::Indexing && !s.loaded;
+            if first_load {
+                s.loaded = true;
+                s.load_reason = Some(reason.clone());
+            }
+            first_load
+        });
+        if assumed {
+            tracing::warn!(
+                server = %self.spec.config.name,
+                root = %self.spec.root.display(),
+                ?reason,
+                "first load never ended: taken as running (answers may be incomplete)"
+            );
+        }
     }
 
     /// A `ready` server answered a request: it has loaded, and work it
@@ -413,6 +500,7 @@ impl Server {
                         .and_then(super::process::resident_memory_of),
                     degraded_roots: Vec::new(),
                     dropped: self.dropped_with(&live).any(),
+                    state_reason: status.load_reason.clone(),
                     companion: config.secondary,
                     install_command: live.install_command.clone(),
                 },
@@ -459,6 +547,13 @@ impl Server {
 
     pub fn registrations(&self) -> Vec<Registration> {
         self.live().registrations.clone()
+    }
+
+    /// Waits for the status to satisfy `f`.
+    pub async fn wait_for_status(&self, f: impl Fn(&Status) -> bool) -> Status {
+        let mut rx = self.status.subscribe();
+        let reached = rx.wait_for(|s| f(s)).await.map(|s| s.clone());
+        reached.unwrap_or_else(|_| self.status())
     }
 
     /// Waits for the state to satisfy `f` (for tests and `--wait` callers).

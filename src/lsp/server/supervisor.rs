@@ -354,6 +354,7 @@ impl Server {
             None
         };
         self.update_readiness();
+        self.arm_first_load_wait(connection);
         index_timer
     }
 
@@ -567,10 +568,7 @@ impl Server {
         wait_until_ready: Option<Duration>,
     ) -> Result<Arc<Connection>, GateError> {
         match wait_until_ready {
-            Some(wait) => {
-                self.await_status(wait, |s| s.state == ServerState::Ready)
-                    .await
-            }
+            Some(wait) => self.await_status(wait, Status::accepts_waiting).await,
             None => self.await_status(Duration::ZERO, |_| false).await,
         }
     }

@@ -295,9 +295,12 @@ impl Server {
         .is_ok();
         if busy {
             // Whatever state it ends in, the request goes on and reports it.
+            // A load taken as ended (`load_reason`) ends the wait too.
             let _ = tokio::time::timeout(
                 wait,
-                rx.wait_for(|s| !matches!(s.state, ServerState::Indexing)),
+                rx.wait_for(|s| {
+                    !matches!(s.state, ServerState::Indexing) || s.load_reason.is_some()
+                }),
             )
             .await;
         }

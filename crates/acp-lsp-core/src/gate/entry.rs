@@ -184,6 +184,11 @@ pub struct AcpLspEntry {
     /// nothing was.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dropped: Option<Dropped>,
+    /// Why the server is in its state, where the state alone would mislead
+    /// (not started for the cap; `running` before its load ended); absent
+    /// otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_reason: Option<StateReason>,
     /// A companion (`secondary = true`: ruff beside pyright) runs beside its
     /// language's primary; navigation is the primary's, diagnostics and code
     /// actions come from both.
@@ -193,6 +198,32 @@ pub struct AcpLspEntry {
     /// while it is `not_installed`, `installing` or failed to install.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub install_command: Option<String>,
+}
+
+/// Why a server is in its state (`_meta["acp-lsp"].stateReason`), with the
+/// machine-readable `reason` an error about it would carry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "reason", rename_all = "snake_case")]
+pub enum StateReason {
+    /// `not_running` (`idle`): it would start, but `max_running_servers`
+    /// are running and none of them may stop to make room; a request to it
+    /// gets `server_limit` with the same `limit`.
+    #[serde(rename_all = "camelCase")]
+    ServerLimit { limit: usize },
+    /// `running` although its first load never reported an end: work-done
+    /// progress begun before it was still open after `waitedMs` (the
+    /// supervisor's first-load wait), `openProgress` tokens of it. Answers
+    /// may still be incomplete.
+    #[serde(rename_all = "camelCase")]
+    FirstLoadTimeout {
+        waited_ms: u64,
+        open_progress: usize,
+    },
+    /// `running` although its first load never reported an end: it began
+    /// more work-done progress at once than acp-lsp tracks (`limit`), so
+    /// the end of its load cannot be known.
+    #[serde(rename_all = "camelCase")]
+    ProgressOverCap { limit: usize },
 }
 
 /// What acp-lsp dropped from one server's output because a table was at its

@@ -25,10 +25,17 @@ pub const CONTENT_MODIFIED: i64 = -32801;
 /// LSP's ServerCancelled (3.17): the server dropped the request and it may be asked again.
 pub const SERVER_CANCELLED: i64 = -32802;
 
-/// Codes a server may use that mean something else in ACP, and so never reach
-/// the agent as they are: -32000 (ACP: auth required), -32002 (ACP: resource
-/// not found; LSP: server not initialized).
-pub(crate) const COLLIDING_CODES: &[i64] = &[-32000, -32002];
+/// The codes LSP reserves for itself (-32899..=-32800: RequestCancelled,
+/// ContentModified, ServerCancelled, RequestFailed). A server error with one
+/// of them keeps it as the top-level `error.code`; any other server code is
+/// reported as -32603. The RFD puts the server's own `code` in `error.data`
+/// and says nothing of the top level, which is the ACP hop's: there every
+/// other code already means something that is false of a server's error
+/// (-32601: the client has no `lsp/request`; -32602: the RFD's own three
+/// reasons; -32000 auth required; -32002 resource not found), while LSP's
+/// range means in ACP what it means in LSP (-32800: cancelled) or nothing
+/// (rfd/lsp-over-acp.md, section 10).
+pub(crate) const LSP_RESERVED_CODES: std::ops::RangeInclusive<i64> = -32899..=-32800;
 
 /// Everything that can end an `lsp/servers` or `lsp/request` without a result.
 #[derive(Debug, thiserror::Error)]
@@ -207,7 +214,7 @@ impl GateError {
             GateError::ServerError { lsp_error } => {
                 let code = server_error_code(lsp_error);
                 match code {
-                    Some(code) if !COLLIDING_CODES.contains(&code) => code,
+                    Some(code) if LSP_RESERVED_CODES.contains(&code) => code,
                     _ => INTERNAL_ERROR,
                 }
             }
@@ -451,6 +458,41 @@ mod tests {
         assert_eq!(obj.code, INTERNAL_ERROR);
         assert_eq!(data(&obj)["code"], -32002);
         assert!(data(&obj).get("data").is_none());
+    }
+
+    #[test]
+    fn a_server_code_with_an_acp_meaning_never_reaches_the_top_level() {
+        // pyright's MethodNotFound must not read as "the client has no
+        // lsp/request", nor a server's InvalidParams as one of the RFD's reasons.
+        for (server_code, top) in [
+            (-32601, INTERNAL_ERROR),
+            (-32602, INTERNAL_ERROR),
+            (-32600, INTERNAL_ERROR),
+            (-32700, INTERNAL_ERROR),
+            (-32603, INTERNAL_ERROR),
+            (-32000, INTERNAL_ERROR),
+            (-32001, INTERNAL_ERROR),
+            (-32002, INTERNAL_ERROR),
+            (-32099, INTERNAL_ERROR),
+            (1, INTERNAL_ERROR),
+            (-1, INTERNAL_ERROR),
+            (-32800, -32800),
+            (-32801, -32801),
+            (-32802, -32802),
+            (-32803, -32803),
+        ] {
+            let e = GateError::ServerError {
+                lsp_error: raw(&format!(
+                    r#"{{"code":{server_code},"message":"m","data":[1]}}"#
+                )),
+            };
+            let obj = e.to_error_object(Some("textDocument/hover"));
+            assert_eq!(obj.code, top, "server code {server_code}");
+            let data = data(&obj);
+            assert_eq!(data["code"], server_code, "verbatim in data");
+            assert_eq!(data["message"], "m");
+            assert_eq!(data["data"], serde_json::json!([1]));
+        }
     }
 
     #[test]

@@ -72,6 +72,17 @@ pub trait LspHost: Send + Sync + 'static {
         async {}
     }
 
+    /// `lsp/servers` without `_meta.startAll`, from an agent that may know
+    /// only the RFD, which sends requests only to servers it sees `running`:
+    /// start, within the host's limits, the servers the listing will show,
+    /// so that one shown `starting` is being started (and one that cannot
+    /// start says so). `_meta.startAll: false` is the lazy start of an agent
+    /// that knows the extension. Hosts that start everything anyway need not
+    /// implement it.
+    fn start_shown(&self, _session: &Session) -> impl Future<Output = ()> + Send {
+        async {}
+    }
+
     /// **[acp-lsp]** Starts `server_id` (one of `session`'s) if it is not
     /// running and waits up to `wait` for it to settle: running, failed or
     /// stopped. The MCP tools and the command line call it before reading an

@@ -33,7 +33,7 @@ use tree::{Json, JsonTree};
 
 pub use entry::{
     AcpLspEntry, Dropped, EntryMeta, Progress, RegistrationEntry, ServerEntry, ServerState,
-    ServerSummary, ServersResult, State,
+    ServerSummary, ServersResult, State, StateReason,
 };
 pub use error::{GateError, NotRunning};
 pub use host::{HostCall, HostReply, LspHost, Route};
@@ -424,9 +424,14 @@ impl<H: LspHost> Gate<H> {
         let params = params.expect("BUG: check_shape rejects missing params");
         let parsed: ServersParams = serde_json::from_str(params.get())
             .map_err(|e| (GateError::InvalidParams(e.to_string()), None))?;
-        if parsed.meta.is_some_and(|m| m.start_all) {
-            if let Some(session) = self.sessions.get(&parsed.session_id) {
-                self.host.start_all(&session).await;
+        if let Some(session) = self.sessions.get(&parsed.session_id) {
+            match parsed.meta.and_then(|m| m.start_all) {
+                Some(true) => self.host.start_all(&session).await,
+                // An agent that knows the extension chose the lazy start.
+                Some(false) => {}
+                // An agent written to the RFD alone: it will only ever use
+                // what it sees `running`.
+                None => self.host.start_shown(&session).await,
             }
         }
         let result = self

@@ -16,8 +16,10 @@ pub(super) struct ServersParams<'a> {
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(super) struct ServersMeta {
+    /// `true`: start every server; `false`: start none (lazy); absent: an
+    /// agent that knows only the RFD ([`LspHost::start_shown`]).
     #[serde(default)]
-    pub(super) start_all: bool,
+    pub(super) start_all: Option<bool>,
 }
 
 #[derive(Deserialize)]

@@ -1,0 +1,1 @@
+"""The first project of the monorepo fixture."""

@@ -1,0 +1,1 @@
+"""The second project of the monorepo fixture."""
