@@ -12,7 +12,7 @@ use super::{
     HELLO_TIMEOUT, IDLE_CHECK_INTERVAL, MAX_CLIENTS, MAX_IN_FLIGHT_PER_CLIENT, MAX_LINE_BYTES,
     MAX_SESSIONS_PER_CLIENT, STARTUP_GRACE,
 };
-use crate::gate::{GateError, HostCall, LspHost, SessionTable};
+use crate::gate::{Forward, GateError, HostCall, LspHost, SessionTable};
 use crate::lsp::config::Config;
 use crate::lsp::registry::{Registry, RegistryOptions};
 use futures::StreamExt;
@@ -512,7 +512,8 @@ impl Daemon {
         tasks.spawn(async move {
             let answer = match session {
                 Some(session) => {
-                    let host_call = HostCall {
+                    // The client's gate checked it against the route we gave.
+                    let host_call = HostCall::checked(Forward {
                         session,
                         server_id: call.server_id,
                         method: call.method,
@@ -520,7 +521,7 @@ impl Daemon {
                         documents: call.documents,
                         cancel: token,
                         wait_until_ready: call.wait_ms.map(Duration::from_millis),
-                    };
+                    });
                     daemon.registry.request(host_call).await.and_then(|reply| {
                         to_raw(&WireReply {
                             result: reply.result,

@@ -9,7 +9,9 @@ mod cli;
 pub use self::cli::{RenameOutcome, READY_WAIT, SESSION};
 
 use crate::gate::confine::{ConfineError, Confinement};
-use crate::gate::{Gate, GateError, GateMethod, LspHost, ServerEntry};
+use crate::gate::{
+    Caller, Gate, GateError, GateMethod, LspHost, LspRequest, PublishedDiagnostics, ServerEntry,
+};
 use crate::lsp::documents::MAX_DOCUMENT_BYTES;
 use crate::lsp::registry::Registry;
 use crate::proxy_host::ProxyHost;
@@ -186,48 +188,116 @@ impl SessionFacade {
         self.gate.host().registry()
     }
 
-    /// Calls the gate and returns the raw result (for `lsp/request`, the
-    /// server's result: what the agent gets as `lspResult`).
+    /// A gate method with wire-shaped params (`sessionId` is this
+    /// session's whatever they say), its result as the wire would carry it
+    /// (for `lsp/request`, the server's result: what the agent gets as
+    /// `lspResult`). For callers holding such params; the typed methods
+    /// ([`SessionFacade::request`], [`SessionFacade::servers`],
+    /// [`SessionFacade::diagnostics`]) are what they are read into.
     pub async fn call(
         &self,
         method: GateMethod,
         params: Value,
     ) -> Result<Box<RawValue>, FacadeError> {
+        let protocol = |e: serde_json::Error| FacadeError::Protocol(e.to_string());
+        match method {
+            GateMethod::Servers => {
+                let result = self
+                    .gate
+                    .servers_of(&self.session)
+                    .await
+                    .map_err(|error| gate_error(error, None))?;
+                serde_json::value::to_raw_value(&result).map_err(protocol)
+            }
+            GateMethod::Request => {
+                #[derive(serde::Deserialize)]
+                #[serde(rename_all = "camelCase")]
+                struct Params {
+                    server_id: String,
+                    method: String,
+                    #[serde(default)]
+                    params: Value,
+                }
+                let Params {
+                    server_id,
+                    method,
+                    params,
+                } = serde_json::from_value(params).map_err(protocol)?;
+                self.request(&server_id, &method, params).await
+            }
+            GateMethod::Diagnostics => {
+                let uris: Vec<String> = params
+                    .get("uris")
+                    .cloned()
+                    .map(serde_json::from_value)
+                    .transpose()
+                    .map_err(protocol)?
+                    .unwrap_or_default();
+                let wait = Duration::from_millis(params["waitMs"].as_u64().unwrap_or(0));
+                let entries = self.diagnostics(uris, wait).await?;
+                let listed: Vec<String> =
+                    entries.iter().map(PublishedDiagnostics::to_json).collect();
+                RawValue::from_string(format!("{{\"diagnostics\":[{}]}}", listed.join(",")))
+                    .map_err(protocol)
+            }
+        }
+    }
+
+    /// `_acp-lsp/diagnostics`, typed: the session's latest diagnostics, or
+    /// with `uris`, those documents' fresh ones, waiting up to `wait`.
+    pub async fn diagnostics(
+        &self,
+        uris: Vec<String>,
+        wait: Duration,
+    ) -> Result<Vec<PublishedDiagnostics>, FacadeError> {
+        self.gate
+            .diagnostics_of(&self.session, uris, wait)
+            .await
+            .map_err(|error| gate_error(error, None))
+    }
+
+    /// One `lsp/request` through the gate, typed: the same checks as an
+    /// agent's.
+    async fn send(
+        &self,
+        server_id: &str,
+        method: &str,
+        params: Value,
+        caller: Caller,
+    ) -> Result<Box<RawValue>, FacadeError> {
         let params = serde_json::value::to_raw_value(&params)
             .map_err(|e| FacadeError::Protocol(e.to_string()))?;
-        match self
-            .gate
-            .call_internal(method, Some(&params), self.cancel.clone())
-            .await
-        {
+        let request = LspRequest {
+            session_id: self.session.as_str().into(),
+            server_id: server_id.into(),
+            method: method.to_string(),
+            params: Some(params),
+            wait_until_ready: Some(self.ready_wait),
+            caller,
+        };
+        match self.gate.request(request, self.cancel.clone()).await {
             Ok(reply) => Ok(reply.result),
-            Err((error, method)) => {
-                let server = if matches!(error, GateError::ServerError { .. }) {
-                    self.server_name(&params).await
-                } else {
-                    None
+            Err(error) => {
+                // People read a server's own error after the server's name.
+                let server = match (&error, caller) {
+                    (GateError::ServerError { .. }, Caller::Agent) => {
+                        self.server_name(server_id).await
+                    }
+                    _ => None,
                 };
                 Err(FacadeError::Gate {
                     error,
-                    method,
+                    method: Some(method.to_string()),
                     server,
                 })
             }
         }
     }
 
-    /// The name of the server an `lsp/request`'s params address.
-    async fn server_name(&self, params: &RawValue) -> Option<Box<str>> {
-        #[derive(serde::Deserialize)]
-        #[serde(rename_all = "camelCase")]
-        struct Addressed {
-            server_id: String,
-        }
-        let addressed: Addressed = serde_json::from_str(params.get()).ok()?;
+    /// The name of server `server_id`.
+    async fn server_name(&self, server_id: &str) -> Option<Box<str>> {
         let servers = self.servers().await.ok()?;
-        let entry = servers
-            .into_iter()
-            .find(|s| s.server_id == addressed.server_id)?;
+        let entry = servers.into_iter().find(|s| s.server_id == server_id)?;
         Some(entry.name.into())
     }
 
@@ -237,11 +307,7 @@ impl SessionFacade {
             .servers_of(&self.session)
             .await
             .map(|result| result.servers)
-            .map_err(|error| FacadeError::Gate {
-                error,
-                method: None,
-                server: None,
-            })
+            .map_err(|error| gate_error(error, None))
     }
 
     /// Picks a server: by name, else the first serving `file`'s extension whose
@@ -339,22 +405,7 @@ impl SessionFacade {
         method: &str,
         params: Value,
     ) -> Result<Box<RawValue>, FacadeError> {
-        // The gate's result for an internal call is `lspResult` itself.
-        self.call(
-            GateMethod::Request,
-            self.request_params(server_id, method, params),
-        )
-        .await
-    }
-
-    fn request_params(&self, server_id: &str, method: &str, params: Value) -> Value {
-        json!({
-            "sessionId": self.session,
-            "serverId": server_id,
-            "method": method,
-            "params": params,
-            "_meta": { "waitUntilReady": self.ready_wait.as_millis() as u64 },
-        })
+        self.send(server_id, method, params, Caller::Agent).await
     }
 
     /// `workspace/willRenameFiles`, which only acp-lsp's own rename may send
@@ -364,22 +415,14 @@ impl SessionFacade {
         server_id: &str,
         files: Vec<Value>,
     ) -> Result<Box<RawValue>, FacadeError> {
-        let params = self.request_params(
+        let params = json!({ "files": files });
+        self.send(
             server_id,
             "workspace/willRenameFiles",
-            json!({ "files": files }),
-        );
-        let params = serde_json::value::to_raw_value(&params)
-            .map_err(|e| FacadeError::Protocol(e.to_string()))?;
-        self.gate
-            .call_internal_file_lifecycle(&params, self.cancel.clone())
-            .await
-            .map(|reply| reply.result)
-            .map_err(|(error, method)| FacadeError::Gate {
-                error,
-                method,
-                server: None,
-            })
+            params,
+            Caller::FileLifecycle,
+        )
+        .await
     }
 
     /// `entry` once its server has answered `initialize`. Servers start
@@ -406,6 +449,15 @@ impl SessionFacade {
     /// Stops the servers.
     pub async fn shutdown(&self) {
         self.gate.host().shutdown().await;
+    }
+}
+
+/// The facade's error for a gate's error.
+fn gate_error(error: GateError, method: Option<String>) -> FacadeError {
+    FacadeError::Gate {
+        error,
+        method,
+        server: None,
     }
 }
 

@@ -12,6 +12,7 @@
 //!
 //! The `acp-lsp` proxy is built on the same API.
 #![warn(unreachable_pub)]
+#![warn(missing_docs)]
 
 pub mod gate;
 pub mod jsonrpc;

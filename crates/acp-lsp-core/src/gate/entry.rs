@@ -16,12 +16,16 @@ pub const META_KEY: &str = "acp-lsp";
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum State {
+    /// Starting, or answering but not yet complete (acp-lsp: also loading).
     Starting,
+    /// Answering, and its answers are complete.
     Running,
+    /// Not running (failed, stopped, or not started yet).
     NotRunning,
 }
 
 impl State {
+    /// The wire's word.
     pub fn as_str(self) -> &'static str {
         match self {
             State::Starting => "starting",
@@ -55,6 +59,7 @@ pub enum ServerState {
 }
 
 impl ServerState {
+    /// The wire's word.
     pub fn as_str(self) -> &'static str {
         match self {
             ServerState::Starting => "starting",
@@ -91,9 +96,12 @@ impl ServerState {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Progress {
+    /// The progress's title (`indexing`).
     pub title: String,
+    /// Its latest message.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// Its latest percentage.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub percentage: Option<u32>,
 }
@@ -102,8 +110,11 @@ pub struct Progress {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RegistrationEntry {
+    /// The registration's id.
     pub id: String,
+    /// The method registered.
     pub method: String,
+    /// Its `registerOptions`, verbatim.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub register_options: Option<Box<RawValue>>,
 }
@@ -112,7 +123,9 @@ pub struct RegistrationEntry {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ServerEntry {
+    /// The id `lsp/request` names it by.
     pub server_id: ServerId,
+    /// Its name (`rust-analyzer`).
     pub name: String,
     /// The absolute workspace root the server was started for.
     pub workspace_path: String,
@@ -120,10 +133,12 @@ pub struct ServerEntry {
     pub language_id: String,
     /// Without the dot.
     pub file_extensions: Vec<String>,
+    /// The RFD's state.
     pub state: State,
     /// The server's `initialize` result `capabilities`, verbatim (`{}` before
     /// the handshake).
     pub capabilities: Box<RawValue>,
+    /// `_meta`: acp-lsp's additions.
     #[serde(rename = "_meta")]
     pub meta: EntryMeta,
 }
@@ -131,6 +146,7 @@ pub struct ServerEntry {
 /// An entry's `_meta`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct EntryMeta {
+    /// `_meta["acp-lsp"]`.
     #[serde(rename = "acp-lsp")]
     pub acp_lsp: AcpLspEntry,
 }
@@ -139,9 +155,12 @@ pub struct EntryMeta {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AcpLspEntry {
+    /// The finer state.
     pub status: ServerState,
+    /// The loading server's progress.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub progress: Option<Progress>,
+    /// Why it last failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
     /// Every language id the server handles.
@@ -160,10 +179,12 @@ pub struct AcpLspEntry {
     /// Live dynamic registrations, apart from the verbatim `capabilities`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub registrations: Vec<RegistrationEntry>,
+    /// Its process id, when it is a local process.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pid: Option<u32>,
     /// Restarts since the server was first started.
     pub restarts: u32,
+    /// Its resident memory, when it is a local process (listings only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_bytes: Option<u64>,
     /// Roots whose file watching is degraded (watch limit hit).
@@ -232,9 +253,13 @@ impl ServerEntry {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ServerSummary {
+    /// Its id.
     pub server_id: ServerId,
+    /// Its name.
     pub name: String,
+    /// Its root.
     pub workspace_path: String,
+    /// The RFD's state.
     pub state: State,
 }
 
@@ -242,7 +267,9 @@ pub struct ServerSummary {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ServersResult {
+    /// The session's servers.
     pub servers: Vec<ServerEntry>,
+    /// What `lsp/request` forwards to them ([`available_methods`](super::available_methods)).
     pub available_methods: Vec<String>,
 }
 
