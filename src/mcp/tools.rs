@@ -3,7 +3,7 @@
 //! structured content.
 //!
 //! Every request goes through the gate ([`SessionFacade`] over the session, which
-//! calls [`crate::gate::Gate::call_internal`]): the same confinement,
+//! calls the gate's typed entry, [`crate::gate::Gate::request`]): the same confinement,
 //! refusals, limits and deadlines as the agent's own `lsp/request`. A server
 //! that is not ready is waited for up to [`READY_WAIT`]; after that the tool
 //! fails saying the server is still indexing, never answering with an empty
@@ -27,7 +27,7 @@ use crate::edit::{
     PositionEncoding,
 };
 use crate::gate::confine::ConfineError;
-use crate::gate::{Gate, GateError, GateMethod, ServerEntry, ServerState};
+use crate::gate::{Gate, GateError, ServerEntry, ServerState};
 use crate::lsp::documents::MAX_DOCUMENT_BYTES;
 use crate::proxy_host::ProxyHost;
 use crate::read::{read_confined, read_confined_blocking, ReadError};
@@ -546,20 +546,12 @@ impl LspTools {
         }
         // The gate pulls from servers that answer `textDocument/diagnostic`
         // (rust-analyzer) and waits for a fresh push from the others.
-        let mut params = json!({ "sessionId": tool.session_id() });
-        if !args.files.is_empty() {
-            params["uris"] = json!(uris);
-            params["waitMs"] = json!(DIAGNOSTICS_WAIT.as_millis() as u64);
-        }
-        let result = tool
-            .call(GateMethod::Diagnostics, params)
-            .await
-            .map_err(describe)?;
-        let result: Value = parse(result.get())?;
-        let published = result["diagnostics"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
+        let wait = if args.files.is_empty() {
+            Duration::ZERO
+        } else {
+            DIAGNOSTICS_WAIT
+        };
+        let published = tool.diagnostics(uris, wait).await.map_err(describe)?;
         // Published positions are in each server's encoding: look it up by serverId.
         let encodings: HashMap<String, PositionEncoding> = tool
             .servers()
@@ -572,19 +564,19 @@ impl LspTools {
         let mut found: Vec<(String, PositionEncoding, Vec<Value>)> = Vec::new();
         let mut stale = Vec::new();
         for published in &published {
-            let uri = published["uri"].as_str().unwrap_or_default().to_string();
-            let encoding = published["serverId"]
-                .as_str()
-                .and_then(|id| encodings.get(id).copied())
+            let encoding = encodings
+                .get(published.server_id.as_str())
+                .copied()
                 .unwrap_or(PositionEncoding::Utf16);
-            if published["fresh"] == false {
-                stale.push(Files::new(&tool, &self.texts, encoding).display_uri(&uri));
+            if !published.fresh {
+                stale.push(Files::new(&tool, &self.texts, encoding).display_uri(&published.uri));
             }
-            let list = published["diagnostics"]
-                .as_array()
-                .cloned()
+            // The server's own items, read once here to be rendered.
+            let list = published
+                .items()
+                .and_then(|items| serde_json::from_str::<Vec<Value>>(items.get()).ok())
                 .unwrap_or_default();
-            found.push((uri, encoding, list));
+            found.push((published.uri.clone(), encoding, list));
         }
         let mut lines = Vec::new();
         let mut items = Vec::new();

@@ -10,7 +10,7 @@ pub use self::cli::{RenameOutcome, READY_WAIT, SESSION};
 
 use crate::gate::confine::{ConfineError, Confinement};
 use crate::gate::{
-    Caller, Gate, GateError, GateMethod, LspHost, LspRequest, PublishedDiagnostics, ServerEntry,
+    Caller, Gate, GateError, LspHost, LspRequest, PublishedDiagnostics, ServerEntry,
 };
 use crate::lsp::documents::MAX_DOCUMENT_BYTES;
 use crate::lsp::registry::Registry;
@@ -186,61 +186,6 @@ impl SessionFacade {
     /// line's session; an agent's without `--shared`).
     pub fn registry(&self) -> Option<&Arc<Registry>> {
         self.gate.host().registry()
-    }
-
-    /// A gate method with wire-shaped params (`sessionId` is this
-    /// session's whatever they say), its result as the wire would carry it
-    /// (for `lsp/request`, the server's result: what the agent gets as
-    /// `lspResult`). For callers holding such params; the typed methods
-    /// ([`SessionFacade::request`], [`SessionFacade::servers`],
-    /// [`SessionFacade::diagnostics`]) are what they are read into.
-    pub async fn call(
-        &self,
-        method: GateMethod,
-        params: Value,
-    ) -> Result<Box<RawValue>, FacadeError> {
-        let protocol = |e: serde_json::Error| FacadeError::Protocol(e.to_string());
-        match method {
-            GateMethod::Servers => {
-                let result = self
-                    .gate
-                    .servers_of(&self.session)
-                    .await
-                    .map_err(|error| gate_error(error, None))?;
-                serde_json::value::to_raw_value(&result).map_err(protocol)
-            }
-            GateMethod::Request => {
-                #[derive(serde::Deserialize)]
-                #[serde(rename_all = "camelCase")]
-                struct Params {
-                    server_id: String,
-                    method: String,
-                    #[serde(default)]
-                    params: Value,
-                }
-                let Params {
-                    server_id,
-                    method,
-                    params,
-                } = serde_json::from_value(params).map_err(protocol)?;
-                self.request(&server_id, &method, params).await
-            }
-            GateMethod::Diagnostics => {
-                let uris: Vec<String> = params
-                    .get("uris")
-                    .cloned()
-                    .map(serde_json::from_value)
-                    .transpose()
-                    .map_err(protocol)?
-                    .unwrap_or_default();
-                let wait = Duration::from_millis(params["waitMs"].as_u64().unwrap_or(0));
-                let entries = self.diagnostics(uris, wait).await?;
-                let listed: Vec<String> =
-                    entries.iter().map(PublishedDiagnostics::to_json).collect();
-                RawValue::from_string(format!("{{\"diagnostics\":[{}]}}", listed.join(",")))
-                    .map_err(protocol)
-            }
-        }
     }
 
     /// `_acp-lsp/diagnostics`, typed: the session's latest diagnostics, or

@@ -117,7 +117,8 @@ pub(crate) const NOTIFICATIONS: &[&str] = &[
 ];
 
 /// File lifecycle requests: refused for agents (RFD), sent only by acp-lsp's
-/// own rename ([`crate::gate::Gate::call_internal_file_lifecycle`]).
+/// own rename (an [`LspRequest`](crate::gate::LspRequest) whose caller is
+/// [`Caller::FileLifecycle`](crate::gate::Caller::FileLifecycle)).
 pub(crate) const FILE_LIFECYCLE: &[&str] = &[
     "workspace/willCreateFiles",
     "workspace/willRenameFiles",
