@@ -131,9 +131,22 @@ fn lean_library_compiles() {
 #[test]
 fn lean_public_api_is_documented() {
     let out = cargo()
-        .args(["rustdoc", "--lib", "--quiet", "--package", "acp-lsp-core", "--offline"])
+        .args([
+            "rustdoc",
+            "--lib",
+            "--quiet",
+            "--package",
+            "acp-lsp-core",
+            "--offline",
+        ])
         .env("CARGO_TARGET_DIR", lean_target_dir())
-        .args(["--", "-D", "missing_docs", "-D", "rustdoc::broken_intra_doc_links"])
+        .args([
+            "--",
+            "-D",
+            "missing_docs",
+            "-D",
+            "rustdoc::broken_intra_doc_links",
+        ])
         .output()
         .expect("running cargo");
     assert!(

@@ -9,29 +9,13 @@
 //! [`Forward`] it gets back.
 
 use super::diagnostics::PublishedDiagnostics;
-use super::request::Checks;
+use super::request::{Checks, Params, Route};
 use super::{GateError, ServerEntry, ServerId, Session};
 use serde_json::value::RawValue;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
-
-/// What the gate needs to know of one server to check a request to it.
-#[derive(Debug, Clone)]
-pub struct Route {
-    /// The commands `workspace/executeCommand` may run on this server; with
-    /// none, `workspace/executeCommand` is not forwarded to it.
-    pub execute_commands: Vec<String>,
-    /// Server extension methods forwarded to this server
-    /// (`rust-analyzer/expandMacro`); other methods outside the RFD's list
-    /// are `method_not_forwarded`.
-    pub extension_methods: Vec<String>,
-    /// How long the server may take to answer (plus the request's
-    /// `waitUntilReady`): the gate's deadline, counted from
-    /// [`HostCall::route`].
-    pub request_timeout: Duration,
-}
 
 /// One `lsp/request` on its way to a server, as the host receives it, before
 /// the host has routed it. The host reads the server id, finds the server,
@@ -49,17 +33,6 @@ pub struct HostCall {
     /// The gate's checks still to make once the route is known; `None` for
     /// a call checked elsewhere ([`HostCall::checked`]).
     pub(crate) checks: Option<Checks>,
-}
-
-/// An `lsp/request`'s `params` member, as the agent sent it.
-#[derive(Debug)]
-pub(crate) enum Params {
-    /// No `params` member at all (the RFD requires one).
-    Missing,
-    /// `params: null`.
-    Null,
-    /// Anything else, verbatim.
-    Value(Box<RawValue>),
 }
 
 impl HostCall {
@@ -125,7 +98,13 @@ impl HostCall {
     /// to send.
     pub fn route(self, route: &Route) -> Result<Forward, GateError> {
         let documents = match &self.checks {
-            Some(checks) => checks.finish(&self, route)?,
+            Some(checks) => checks.finish(
+                &self.session,
+                &self.method,
+                &self.params,
+                self.wait_until_ready,
+                route,
+            )?,
             None => self.documents,
         };
         Ok(Forward {

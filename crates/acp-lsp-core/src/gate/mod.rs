@@ -41,15 +41,14 @@ pub use entry::{
     ServerSummary, ServersResult, State, META_KEY,
 };
 pub use error::{GateError, NotRunning};
-pub use host::{Forward, HostCall, HostReply, LspHost, Route};
+pub use host::{Forward, HostCall, HostReply, LspHost};
 pub use ids::{ServerId, SessionId};
 pub use methods::{GateMethod, Refusal};
-pub use request::{Caller, LspRequest};
+pub use request::{Caller, LspRequest, Route};
 pub use session::{Session, SessionTable};
 
-use self::host::Params;
 use self::params::*;
-use self::request::{Admission, Checks, Slot};
+use self::request::{Admission, Checks, Params, Slot};
 
 /// Longest `waitUntilReady` honoured.
 pub(crate) const MAX_WAIT_UNTIL_READY: Duration = Duration::from_secs(300);

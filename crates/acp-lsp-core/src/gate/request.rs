@@ -4,7 +4,6 @@
 //! route ([`Checks`], run by [`HostCall::route`](super::HostCall::route)).
 
 use super::confine::Confinement;
-use super::host::{HostCall, Params, Route};
 use super::ids::{ServerId, SessionId};
 use super::methods::{self, Refusal};
 use super::session::Session;
@@ -14,6 +13,33 @@ use serde_json::value::RawValue;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
+
+/// What the gate needs to know of one server to check a request to it.
+#[derive(Debug, Clone)]
+pub struct Route {
+    /// The commands `workspace/executeCommand` may run on this server; with
+    /// none, `workspace/executeCommand` is not forwarded to it.
+    pub execute_commands: Vec<String>,
+    /// Server extension methods forwarded to this server
+    /// (`rust-analyzer/expandMacro`); other methods outside the RFD's list
+    /// are `method_not_forwarded`.
+    pub extension_methods: Vec<String>,
+    /// How long the server may take to answer (plus the request's
+    /// `waitUntilReady`): the gate's deadline, counted from
+    /// [`HostCall::route`](super::HostCall::route).
+    pub request_timeout: Duration,
+}
+
+/// An `lsp/request`'s `params` member, as the agent sent it.
+#[derive(Debug)]
+pub(crate) enum Params {
+    /// No `params` member at all (the RFD requires one).
+    Missing,
+    /// `params: null`.
+    Null,
+    /// Anything else, verbatim.
+    Value(Box<RawValue>),
+}
 
 /// Who is asking: an agent gets exactly the RFD's `availableMethods`;
 /// acp-lsp's own rename may also send the file lifecycle requests that LSP
@@ -123,7 +149,7 @@ pub(crate) struct Slot {
     admitted: OnceLock<Admitted>,
 }
 
-/// The gate's checks that need the route, carried by a [`HostCall`].
+/// The gate's checks that need the route, carried by a [`HostCall`](super::HostCall).
 #[derive(Debug)]
 pub(crate) struct Checks {
     pub(crate) caller: Caller,
@@ -137,8 +163,14 @@ impl Checks {
     /// the quota, the params are there, readable, confined, an
     /// `executeCommand`'s command is allowed. Takes the quota place and
     /// sets the deadline; returns the documents the params name.
-    pub(crate) fn finish(&self, call: &HostCall, route: &Route) -> Result<Vec<String>, GateError> {
-        let method = call.method.as_str();
+    pub(crate) fn finish(
+        &self,
+        session: &Arc<Session>,
+        method: &str,
+        params: &Params,
+        wait_until_ready: Option<Duration>,
+        route: &Route,
+    ) -> Result<Vec<String>, GateError> {
         let listed = methods::is_forwarded(method)
             || (self.caller == Caller::FileLifecycle && methods::is_file_lifecycle(method))
             || (method == methods::EXECUTE_COMMAND && !route.execute_commands.is_empty())
@@ -153,9 +185,9 @@ impl Checks {
         }
         // Counted from here to the answer: waiting for readiness or document
         // sync holds a place too.
-        let admitted = self.admission.admit(&call.session)?;
+        let admitted = self.admission.admit(session)?;
         let _ = self.slot.admitted.set(admitted);
-        let documents = match &call.params {
+        let documents = match params {
             Params::Missing => {
                 return Err(GateError::InvalidParams(
                     "params is required (null for a method that takes none)".into(),
@@ -167,9 +199,9 @@ impl Checks {
                 ))
             }
             Params::Null => Vec::new(),
-            Params::Value(params) => inspect(params, call.session.confinement(), method, route)?,
+            Params::Value(params) => inspect(params, session.confinement(), method, route)?,
         };
-        let wait = call.wait_until_ready.unwrap_or_default();
+        let wait = wait_until_ready.unwrap_or_default();
         let _ = self.slot.deadline.set(route.request_timeout + wait);
         Ok(documents)
     }
