@@ -4,9 +4,10 @@
 //! host and each works the same in both modes.
 
 use crate::daemon::client::RemoteHost;
-use crate::gate::{GateError, HostCall, HostReply, LspHost, Route, ServerEntry, Session};
+use crate::gate::{
+    GateError, HostCall, HostReply, LspHost, PublishedDiagnostics, ServerEntry, Session,
+};
 use crate::lsp::registry::Registry;
-use serde_json::value::RawValue;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -52,13 +53,6 @@ impl LspHost for ProxyHost {
         match self {
             ProxyHost::Local(host) => host.servers(session).await,
             ProxyHost::Shared(host) => host.servers(session).await,
-        }
-    }
-
-    async fn route(&self, session: &Session, server_id: &str) -> Result<Route, GateError> {
-        match self {
-            ProxyHost::Local(host) => host.route(session, server_id).await,
-            ProxyHost::Shared(host) => host.route(session, server_id).await,
         }
     }
 
@@ -116,7 +110,7 @@ impl LspHost for ProxyHost {
         session: &Session,
         documents: Vec<(String, PathBuf)>,
         wait: Duration,
-    ) -> Result<Vec<Box<RawValue>>, GateError> {
+    ) -> Result<Vec<PublishedDiagnostics>, GateError> {
         match self {
             ProxyHost::Local(host) => host.diagnostics(session, documents, wait).await,
             ProxyHost::Shared(host) => host.diagnostics(session, documents, wait).await,

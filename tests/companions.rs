@@ -12,8 +12,7 @@ use std::path::Path;
 
 use acp_lsp::lsp::config::Config;
 use acp_lsp::session_facade::SessionFacade;
-use acp_lsp_core::gate::GateMethod;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 fn project(root: &Path) {
     std::fs::write(root.join("pyproject.toml"), "[project]\nname = \"p\"\n").expect("write");
@@ -61,18 +60,14 @@ async fn pyright_and_ruff_answer_side_by_side() {
     assert_eq!(picked.name, "pyright");
 
     let uri = url::Url::from_file_path(&file).expect("uri").to_string();
-    let result = tool
-        .call(
-            GateMethod::Diagnostics,
-            json!({ "sessionId": tool.session_id(), "uris": [uri], "waitMs": 60_000 }),
-        )
+    let entries: Vec<Value> = tool
+        .diagnostics(vec![uri], std::time::Duration::from_secs(60))
         .await
-        .expect("diagnostics");
-    let result: Value = serde_json::from_str(result.get()).expect("JSON");
-    let entries = result["diagnostics"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
+        .expect("diagnostics")
+        .iter()
+        .map(|e| serde_json::from_str(&e.to_json()).expect("JSON"))
+        .collect();
+    let result = Value::Array(entries.clone());
     let of = |id: &str| -> Vec<Value> {
         entries
             .iter()

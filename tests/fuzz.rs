@@ -555,22 +555,18 @@ impl LspHost for Recorder {
         Vec::new()
     }
 
-    async fn route(&self, _session: &Session, server_id: &str) -> Result<Route, GateError> {
-        if server_id == "srv" {
-            Ok(Route {
-                execute_commands: vec!["allowed.command".into()],
-                extension_methods: vec![],
-                request_timeout: Duration::from_secs(5),
-            })
-        } else {
-            Err(GateError::UnknownServer {
-                server_id: server_id.into(),
-                servers: Vec::new(),
-            })
-        }
-    }
-
     async fn request(&self, call: HostCall) -> Result<HostReply, GateError> {
+        if call.server_id() != "srv" {
+            return Err(GateError::UnknownServer {
+                server_id: call.server_id().clone(),
+                servers: Vec::new(),
+            });
+        }
+        let call = call.route(&Route {
+            execute_commands: vec!["allowed.command".into()],
+            extension_methods: vec![],
+            request_timeout: Duration::from_secs(5),
+        })?;
         self.forwarded.lock().expect("lock").push(
             call.params
                 .as_ref()

@@ -124,6 +124,39 @@ fn lean_library_compiles() {
     lean(&["check", "--lib", "--quiet"]);
 }
 
+/// The core's public surface is the embedder's API: every public item has
+/// its documentation (`missing_docs`, denied in the crate too) and every
+/// intra-doc link resolves, so `cargo doc -p acp-lsp-core` is a manual an
+/// editor host can read, and an undocumented addition fails here.
+#[test]
+fn lean_public_api_is_documented() {
+    let out = cargo()
+        .args([
+            "rustdoc",
+            "--lib",
+            "--quiet",
+            "--package",
+            "acp-lsp-core",
+            "--offline",
+        ])
+        .env("CARGO_TARGET_DIR", lean_target_dir())
+        .args([
+            "--",
+            "-D",
+            "missing_docs",
+            "-D",
+            "rustdoc::broken_intra_doc_links",
+        ])
+        .output()
+        .expect("running cargo");
+    assert!(
+        out.status.success(),
+        "cargo rustdoc --package acp-lsp-core failed ({})\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// Nothing the core builds with, its tests and examples included, is the
 /// proxy: `examples/editor-host.rs` (an example of the core crate) can only
 /// name the core's API, and `tests/editor_host.rs` builds it that way.

@@ -203,12 +203,9 @@ impl FakeHost {
     }
 }
 
-impl LspHost for FakeHost {
-    async fn servers(&self, _session: &Session) -> Vec<ServerEntry> {
-        self.script.lock().unwrap().servers.clone()
-    }
-
-    async fn route(&self, session: &Session, server_id: &str) -> Result<Route, GateError> {
+impl FakeHost {
+    /// The scripted routing, recorded.
+    fn route(&self, session: &Session, server_id: &str) -> Result<Route, GateError> {
         self.routes
             .lock()
             .unwrap()
@@ -229,8 +226,18 @@ impl LspHost for FakeHost {
             }),
         }
     }
+}
+
+impl LspHost for FakeHost {
+    async fn servers(&self, _session: &Session) -> Vec<ServerEntry> {
+        self.script.lock().unwrap().servers.clone()
+    }
 
     async fn request(&self, call: HostCall) -> Result<HostReply, GateError> {
+        // One host call: route, then the gate's checks against the route,
+        // then what reaches the server (recorded).
+        let route = self.route(call.session(), call.server_id())?;
+        let call = call.route(&route)?;
         self.calls.lock().unwrap().push(Recorded {
             session: call.session.id().to_string(),
             server_id: call.server_id.to_string(),

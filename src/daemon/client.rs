@@ -12,7 +12,9 @@ use super::{
     CONNECT_RETRY_MAX_PAUSE, CONNECT_RETRY_PAUSE, DAEMON_START_TIMEOUT, HELLO_TIMEOUT,
     MAX_LINE_BYTES, MAX_LOG_BYTES,
 };
-use crate::gate::{GateError, HostCall, HostReply, LspHost, Route, ServerEntry, Session};
+use crate::gate::{
+    GateError, HostCall, HostReply, LspHost, PublishedDiagnostics, Route, ServerEntry, Session,
+};
 use futures::StreamExt;
 use parking_lot::Mutex;
 use serde::de::DeserializeOwned;
@@ -297,6 +299,24 @@ impl RemoteHost {
     }
 }
 
+impl RemoteHost {
+    /// The daemon's routing of `server_id` for `session`.
+    async fn route(&self, session: &Session, server_id: &str) -> Result<Route, GateError> {
+        let id = session.id().to_string();
+        let route: WireRoute = self
+            .call_typed(|| Op::Route {
+                session: id.clone(),
+                server_id: server_id.to_string(),
+            })
+            .await?;
+        Ok(Route {
+            execute_commands: route.execute_commands,
+            extension_methods: route.extension_methods,
+            request_timeout: Duration::from_millis(route.request_timeout_ms),
+        })
+    }
+}
+
 /// A request on the wire whose future may be dropped (deadline, relay
 /// ending): then the daemon is told to cancel it.
 struct Pending {
@@ -457,22 +477,11 @@ impl LspHost for RemoteHost {
         }
     }
 
-    async fn route(&self, session: &Session, server_id: &str) -> Result<Route, GateError> {
-        let id = session.id().to_string();
-        let route: WireRoute = self
-            .call_typed(|| Op::Route {
-                session: id.clone(),
-                server_id: server_id.to_string(),
-            })
-            .await?;
-        Ok(Route {
-            execute_commands: route.execute_commands,
-            extension_methods: route.extension_methods,
-            request_timeout: Duration::from_millis(route.request_timeout_ms),
-        })
-    }
-
     async fn request(&self, call: HostCall) -> Result<HostReply, GateError> {
+        // The route comes from the daemon, the checks against it are this
+        // proxy's gate's; then the checked request crosses the socket.
+        let route = self.route(call.session(), call.server_id()).await?;
+        let call = call.route(&route)?;
         let conn = self
             .connect()
             .await
@@ -600,7 +609,7 @@ impl LspHost for RemoteHost {
         session: &Session,
         documents: Vec<(String, PathBuf)>,
         wait: Duration,
-    ) -> Result<Vec<Box<RawValue>>, GateError> {
+    ) -> Result<Vec<PublishedDiagnostics>, GateError> {
         let id = session.id().to_string();
         self.call_typed(|| Op::Diagnostics {
             session: id.clone(),

@@ -12,7 +12,7 @@ use super::{
     HELLO_TIMEOUT, IDLE_CHECK_INTERVAL, MAX_CLIENTS, MAX_IN_FLIGHT_PER_CLIENT, MAX_LINE_BYTES,
     MAX_SESSIONS_PER_CLIENT, STARTUP_GRACE,
 };
-use crate::gate::{GateError, HostCall, LspHost, SessionTable};
+use crate::gate::{Forward, GateError, HostCall, LspHost, SessionTable};
 use crate::lsp::config::Config;
 use crate::lsp::registry::{Registry, RegistryOptions};
 use futures::StreamExt;
@@ -639,7 +639,8 @@ impl Daemon {
         if self.panic_on.as_deref() == Some(call.method.as_str()) {
             panic!("{TEST_PANIC_ENV} names {}", call.method);
         }
-        let host_call = HostCall {
+        // The client's gate checked it against the route the daemon gave.
+        let host_call = HostCall::checked(Forward {
             session,
             server_id: call.server_id,
             method: call.method,
@@ -647,7 +648,7 @@ impl Daemon {
             documents: call.documents,
             cancel,
             wait_until_ready: call.wait_ms.map(Duration::from_millis),
-        };
+        });
         let reply = self.registry.request(host_call).await?;
         to_raw(&WireReply {
             result: reply.result,

@@ -23,12 +23,12 @@ use super::running::Running;
 use super::server::{Server, ServerSpec};
 use super::watch::{Delivery, FileChange, RootWatch, WatchBatch, WatchOptions, SETTLE_TIMEOUT};
 use crate::gate::{
-    GateError, HostCall, HostReply, LspHost, Route, ServerEntry, ServerState, Session, StateReason,
+    GateError, HostCall, HostReply, LspHost, PublishedDiagnostics, Route, ServerEntry, ServerState,
+    Session, StateReason,
 };
 use crate::jsonrpc::Limits;
 use crate::record::Recorder;
 use parking_lot::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
-use serde_json::value::RawValue;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Weak};
@@ -570,27 +570,10 @@ impl LspHost for Registry {
         self.entries(session, true).await
     }
 
-    async fn route(&self, session: &Session, server_id: &str) -> Result<Route, GateError> {
-        let unknown = || GateError::UnknownServer {
-            server_id: server_id.into(),
-            servers: Vec::new(),
-        };
-        // A server of another session is unknown here too: sessions do not
-        // learn of each other's servers.
-        let attached = self.session_servers(session.id()).await.unwrap_or_default();
-        if !attached.ids.iter().any(|id| id == server_id) {
-            return Err(unknown());
-        }
-        let server = self.server(server_id).ok_or_else(unknown)?;
-        let config = &server.spec().config;
-        Ok(Route {
-            execute_commands: config.execute_commands.clone(),
-            extension_methods: config.extension_methods.clone(),
-            request_timeout: config.request_timeout(),
-        })
-    }
-
     async fn request(&self, call: HostCall) -> Result<HostReply, GateError> {
+        let route = self.route(call.session(), call.server_id()).await?;
+        // The gate's checks against this server; then the request to send.
+        let call = call.route(&route)?;
         // In flight from here: not stopped for idleness or to make room.
         let _use = InUse::begin(self, &call.server_id);
         // The server it names starts if idle (first: it must not lose its
@@ -713,7 +696,7 @@ impl LspHost for Registry {
     }
 
     async fn ensure_ready(&self, session: &Session, server_id: &str, wait: Duration) {
-        // Only a server of this session (`route` refuses others).
+        // Only a server of this session (`Registry::route` refuses others).
         if self.route(session, server_id).await.is_err() {
             return;
         }
@@ -743,7 +726,7 @@ impl LspHost for Registry {
         session: &Session,
         documents: Vec<(String, PathBuf)>,
         wait: Duration,
-    ) -> Result<Vec<Box<RawValue>>, GateError> {
+    ) -> Result<Vec<PublishedDiagnostics>, GateError> {
         let attached = self.session_servers(session.id()).await.unwrap_or_default();
         if documents.is_empty() {
             let servers: Vec<Arc<Server>> = attached
@@ -783,6 +766,30 @@ impl LspHost for Registry {
                 server.text_written(path, text);
             }
         }
+    }
+}
+
+impl Registry {
+    /// Routing: `server_id` serves `session` (a server of another session is
+    /// unknown here too: sessions do not learn of each other's servers), and
+    /// what the gate checks a request to it against. The shared daemon
+    /// answers its clients' `route` with it.
+    pub async fn route(&self, session: &Session, server_id: &str) -> Result<Route, GateError> {
+        let unknown = || GateError::UnknownServer {
+            server_id: server_id.into(),
+            servers: Vec::new(),
+        };
+        let attached = self.session_servers(session.id()).await.unwrap_or_default();
+        if !attached.ids.iter().any(|id| id == server_id) {
+            return Err(unknown());
+        }
+        let server = self.server(server_id).ok_or_else(unknown)?;
+        let config = &server.spec().config;
+        Ok(Route {
+            execute_commands: config.execute_commands.clone(),
+            extension_methods: config.extension_methods.clone(),
+            request_timeout: config.request_timeout(),
+        })
     }
 }
 

@@ -4,7 +4,7 @@
 //! content.
 //!
 //! Every request goes through the gate ([`SessionFacade`] over the session, which
-//! calls [`crate::gate::Gate::call_internal`]): the same confinement,
+//! calls the gate's typed entry, [`crate::gate::Gate::request`]): the same confinement,
 //! refusals, limits and deadlines as the agent's own `lsp/request`. A server
 //! that is not ready is waited for up to [`READY_WAIT`]; after that the tool
 //! fails saying the server is still indexing, never answering with an empty

@@ -9,7 +9,9 @@ mod cli;
 pub use self::cli::{use_shared_daemon, RenameOutcome, READY_WAIT, SESSION};
 
 use crate::gate::confine::{ConfineError, Confinement};
-use crate::gate::{Gate, GateError, GateMethod, LspHost, ServerEntry};
+use crate::gate::{
+    Caller, Gate, GateError, LspHost, LspRequest, PublishedDiagnostics, ServerEntry,
+};
 use crate::lsp::documents::MAX_DOCUMENT_BYTES;
 use crate::lsp::registry::Registry;
 use crate::proxy_host::ProxyHost;
@@ -186,48 +188,61 @@ impl SessionFacade {
         self.gate.host().registry()
     }
 
-    /// Calls the gate and returns the raw result (for `lsp/request`, the
-    /// server's result: what the agent gets as `lspResult`).
-    pub async fn call(
+    /// `_acp-lsp/diagnostics`, typed: the session's latest diagnostics, or
+    /// with `uris`, those documents' fresh ones, waiting up to `wait`.
+    pub async fn diagnostics(
         &self,
-        method: GateMethod,
+        uris: Vec<String>,
+        wait: Duration,
+    ) -> Result<Vec<PublishedDiagnostics>, FacadeError> {
+        self.gate
+            .diagnostics_of(&self.session, uris, wait)
+            .await
+            .map_err(|error| gate_error(error, None))
+    }
+
+    /// One `lsp/request` through the gate, typed: the same checks as an
+    /// agent's.
+    async fn send(
+        &self,
+        server_id: &str,
+        method: &str,
         params: Value,
+        caller: Caller,
     ) -> Result<Box<RawValue>, FacadeError> {
         let params = serde_json::value::to_raw_value(&params)
             .map_err(|e| FacadeError::Protocol(e.to_string()))?;
-        match self
-            .gate
-            .call_internal(method, Some(&params), self.cancel.clone())
-            .await
-        {
+        let request = LspRequest {
+            session_id: self.session.as_str().into(),
+            server_id: server_id.into(),
+            method: method.to_string(),
+            params: Some(params),
+            wait_until_ready: Some(self.ready_wait),
+            caller,
+        };
+        match self.gate.request(request, self.cancel.clone()).await {
             Ok(reply) => Ok(reply.result),
-            Err((error, method)) => {
-                let server = if matches!(error, GateError::ServerError { .. }) {
-                    self.server_name(&params).await
-                } else {
-                    None
+            Err(error) => {
+                // People read a server's own error after the server's name.
+                let server = match (&error, caller) {
+                    (GateError::ServerError { .. }, Caller::Agent) => {
+                        self.server_name(server_id).await
+                    }
+                    _ => None,
                 };
                 Err(FacadeError::Gate {
                     error,
-                    method,
+                    method: Some(method.to_string()),
                     server,
                 })
             }
         }
     }
 
-    /// The name of the server an `lsp/request`'s params address.
-    async fn server_name(&self, params: &RawValue) -> Option<Box<str>> {
-        #[derive(serde::Deserialize)]
-        #[serde(rename_all = "camelCase")]
-        struct Addressed {
-            server_id: String,
-        }
-        let addressed: Addressed = serde_json::from_str(params.get()).ok()?;
+    /// The name of server `server_id`.
+    async fn server_name(&self, server_id: &str) -> Option<Box<str>> {
         let servers = self.servers().await.ok()?;
-        let entry = servers
-            .into_iter()
-            .find(|s| s.server_id == addressed.server_id)?;
+        let entry = servers.into_iter().find(|s| s.server_id == server_id)?;
         Some(entry.name.into())
     }
 
@@ -237,11 +252,7 @@ impl SessionFacade {
             .servers_of(&self.session)
             .await
             .map(|result| result.servers)
-            .map_err(|error| FacadeError::Gate {
-                error,
-                method: None,
-                server: None,
-            })
+            .map_err(|error| gate_error(error, None))
     }
 
     /// Picks a server: by name, else the first serving `file`'s extension whose
@@ -345,22 +356,7 @@ impl SessionFacade {
         method: &str,
         params: Value,
     ) -> Result<Box<RawValue>, FacadeError> {
-        // The gate's result for an internal call is `lspResult` itself.
-        self.call(
-            GateMethod::Request,
-            self.request_params(server_id, method, params),
-        )
-        .await
-    }
-
-    fn request_params(&self, server_id: &str, method: &str, params: Value) -> Value {
-        json!({
-            "sessionId": self.session,
-            "serverId": server_id,
-            "method": method,
-            "params": params,
-            "_meta": { "waitUntilReady": self.ready_wait.as_millis() as u64 },
-        })
+        self.send(server_id, method, params, Caller::Agent).await
     }
 
     /// `workspace/willRenameFiles`, which only acp-lsp's own rename may send
@@ -370,22 +366,14 @@ impl SessionFacade {
         server_id: &str,
         files: Vec<Value>,
     ) -> Result<Box<RawValue>, FacadeError> {
-        let params = self.request_params(
+        let params = json!({ "files": files });
+        self.send(
             server_id,
             "workspace/willRenameFiles",
-            json!({ "files": files }),
-        );
-        let params = serde_json::value::to_raw_value(&params)
-            .map_err(|e| FacadeError::Protocol(e.to_string()))?;
-        self.gate
-            .call_internal_file_lifecycle(&params, self.cancel.clone())
-            .await
-            .map(|reply| reply.result)
-            .map_err(|(error, method)| FacadeError::Gate {
-                error,
-                method,
-                server: None,
-            })
+            params,
+            Caller::FileLifecycle,
+        )
+        .await
     }
 
     /// `entry` once its server has answered `initialize`. Servers start
@@ -412,6 +400,15 @@ impl SessionFacade {
     /// Stops the servers.
     pub async fn shutdown(&self) {
         self.gate.host().shutdown().await;
+    }
+}
+
+/// The facade's error for a gate's error.
+fn gate_error(error: GateError, method: Option<String>) -> FacadeError {
+    FacadeError::Gate {
+        error,
+        method,
+        server: None,
     }
 }
 

@@ -11,7 +11,10 @@
 //! over a pyright it starts itself.
 //!
 //! The `acp-lsp` proxy is built on the same API.
+// What is `pub` is the embedder's API (ARCHITECTURE.md, "Crates"): nothing
+// public without a reason to be, nothing public undocumented.
 #![warn(unreachable_pub)]
+#![deny(missing_docs)]
 
 pub mod gate;
 pub mod jsonrpc;

@@ -1,10 +1,12 @@
 //! The latest published diagnostics per document, and waiting for ones that
-//! reflect the text the server has.
+//! reflect the text the server has: typed entries ([`PublishedDiagnostics`]),
+//! the server's payload raw, rendered only at the wire (by the gate) or by
+//! the MCP tools.
 
 use super::{
     Live, Server, DIAGNOSTICS_READY_WAIT, DIAGNOSTIC_PULL_TIMEOUT, PUSH_SETTLE, RETRY_PAUSE,
 };
-use crate::gate::{GateError, State};
+use crate::gate::{DiagnosticsMode, Fetched, GateError, PublishedDiagnostics, State};
 use crate::jsonrpc::object::RawObject;
 use crate::lsp::connection::{Connection, Reply};
 use crate::lsp::documents::DocumentTable;
@@ -27,12 +29,19 @@ pub(super) struct Published {
 impl Server {
     /// The latest diagnostics of every document, each marked `fresh` when the
     /// server published them after it last got the document's text.
-    pub fn diagnostics(&self) -> Vec<Box<RawValue>> {
+    pub fn diagnostics(&self) -> Vec<PublishedDiagnostics> {
         let docs = self.docs();
         let live = self.live();
         live.diagnostics
             .iter()
-            .map(|(uri, published)| self.render(published, is_fresh(&docs, &live, uri)))
+            .map(|(uri, published)| {
+                self.published_entry(
+                    uri,
+                    published.params.clone(),
+                    is_fresh(&docs, &live, uri),
+                    None,
+                )
+            })
             .collect()
     }
 
@@ -46,7 +55,7 @@ impl Server {
         uri: &str,
         path: &Path,
         wait: Duration,
-    ) -> Result<Box<RawValue>, GateError> {
+    ) -> Result<PublishedDiagnostics, GateError> {
         self.ensure_started();
         let connection = self
             .await_status(DIAGNOSTICS_READY_WAIT.max(wait), |s| {
@@ -78,14 +87,15 @@ impl Server {
                 }
                 let settled = settle.is_some_and(|(until, _)| now >= until);
                 if (fresh && settled) || now >= deadline {
-                    let outcome = Outcome {
-                        mode: "push",
-                        fresh,
+                    let fetched = Fetched {
+                        mode: DiagnosticsMode::Push,
                         timed_out: !fresh,
                     };
                     return Ok(match live.diagnostics.get(uri) {
-                        Some(p) => self.render_with(p, outcome),
-                        None => self.empty_entry(uri, outcome),
+                        Some(p) => {
+                            self.published_entry(uri, p.params.clone(), fresh, Some(fetched))
+                        }
+                        None => self.empty_entry(uri, fresh, fetched),
                     });
                 }
             }
@@ -123,12 +133,11 @@ impl Server {
         connection: &Arc<Connection>,
         uri: &str,
         wait: Duration,
-    ) -> Result<Box<RawValue>, GateError> {
+    ) -> Result<PublishedDiagnostics, GateError> {
         let deadline = tokio::time::Instant::now() + DIAGNOSTIC_PULL_TIMEOUT.max(wait);
         let params = raw_json(&json!({ "textDocument": { "uri": uri } }));
-        let timed_out = Outcome {
-            mode: "pull",
-            fresh: false,
+        let timed_out = Fetched {
+            mode: DiagnosticsMode::Pull,
             timed_out: true,
         };
         loop {
@@ -138,7 +147,7 @@ impl Server {
                 Ok(reply) => reply,
                 Err(_) => {
                     pending.cancel();
-                    return Ok(self.empty_entry(uri, timed_out));
+                    return Ok(self.empty_entry(uri, false, timed_out));
                 }
             };
             match reply {
@@ -155,16 +164,12 @@ impl Server {
                         .and_then(|f| f.items)
                         .map_or("[]", RawValue::get);
                     self.mark_loaded();
-                    return Ok(self.entry_json(
-                        uri,
-                        version,
-                        items,
-                        Outcome {
-                            mode: "pull",
-                            fresh: true,
-                            timed_out: false,
-                        },
-                    ));
+                    let fetched = Fetched {
+                        mode: DiagnosticsMode::Pull,
+                        timed_out: false,
+                    };
+                    let params = built_params(uri, version, items);
+                    return Ok(self.published_entry(uri, params, true, Some(fetched)));
                 }
                 Reply::Error(error) if retryable_error(&error) => {}
                 Reply::Error(lsp_error) => return Err(GateError::ServerError { lsp_error }),
@@ -174,73 +179,43 @@ impl Server {
                 Reply::Closed => return Err(self.exited()),
             }
             if tokio::time::Instant::now() + RETRY_PAUSE >= deadline {
-                return Ok(self.empty_entry(uri, timed_out));
+                return Ok(self.empty_entry(uri, false, timed_out));
             }
             tokio::time::sleep(RETRY_PAUSE).await;
         }
     }
 
     /// An entry for a document the server said nothing about.
-    fn empty_entry(&self, uri: &str, outcome: Outcome) -> Box<RawValue> {
-        self.entry_json(uri, None, "[]", outcome)
+    fn empty_entry(&self, uri: &str, fresh: bool, fetched: Fetched) -> PublishedDiagnostics {
+        self.published_entry(uri, built_params(uri, None, "[]"), fresh, Some(fetched))
     }
 
-    /// `{uri, version?, diagnostics, serverId, fresh, timedOut, mode}`.
-    fn entry_json(
+    fn published_entry(
         &self,
         uri: &str,
-        version: Option<i32>,
-        diagnostics: &str,
-        outcome: Outcome,
-    ) -> Box<RawValue> {
-        let mut text = format!("{{\"uri\":{}", json!(uri));
-        if let Some(version) = version {
-            text.push_str(&format!(",\"version\":{version}"));
+        params: Box<RawValue>,
+        fresh: bool,
+        fetched: Option<Fetched>,
+    ) -> PublishedDiagnostics {
+        PublishedDiagnostics {
+            server_id: self.spec.server_id.as_str().into(),
+            uri: uri.to_string(),
+            params,
+            fresh,
+            fetched,
         }
-        text.push_str(&format!(",\"diagnostics\":{diagnostics}}}"));
-        let raw = RawValue::from_string(text).expect("BUG: an entry built from JSON parts");
-        let mut object = RawObject::parse(&raw).expect("BUG: an entry is an object");
-        outcome.set(&mut object, &self.spec.server_id);
-        RawValue::from_string(object.to_json()).expect("BUG: RawObject writes JSON")
-    }
-
-    fn render_with(&self, published: &Published, outcome: Outcome) -> Box<RawValue> {
-        let Ok(mut object) = RawObject::parse(&published.params) else {
-            return published.params.clone();
-        };
-        outcome.set(&mut object, &self.spec.server_id);
-        RawValue::from_string(object.to_json()).unwrap_or_else(|_| published.params.clone())
-    }
-
-    /// A publish's params with `serverId` and `fresh` added.
-    fn render(&self, published: &Published, fresh: bool) -> Box<RawValue> {
-        let Ok(mut object) = RawObject::parse(&published.params) else {
-            return published.params.clone();
-        };
-        object.set("serverId", json!(self.spec.server_id).to_string());
-        object.set("fresh", fresh.to_string());
-        RawValue::from_string(object.to_json()).unwrap_or_else(|_| published.params.clone())
     }
 }
 
-/// How an `_acp-lsp/diagnostics` entry was obtained, added to it.
-#[derive(Debug, Clone, Copy)]
-struct Outcome {
-    /// `pull` (`textDocument/diagnostic`) or `push` (`publishDiagnostics`).
-    mode: &'static str,
-    fresh: bool,
-    /// The wait (push) or the pull's deadline ran out before an answer for
-    /// the current text.
-    timed_out: bool,
-}
-
-impl Outcome {
-    fn set(self, object: &mut RawObject, server_id: &str) {
-        object.set("serverId", json!(server_id).to_string());
-        object.set("fresh", self.fresh.to_string());
-        object.set("timedOut", self.timed_out.to_string());
-        object.set("mode", json!(self.mode).to_string());
+/// `{uri, version?, diagnostics}`: publish params for what a pull answered,
+/// or for nothing published.
+fn built_params(uri: &str, version: Option<i32>, diagnostics: &str) -> Box<RawValue> {
+    let mut text = format!("{{\"uri\":{}", json!(uri));
+    if let Some(version) = version {
+        text.push_str(&format!(",\"version\":{version}"));
     }
+    text.push_str(&format!(",\"diagnostics\":{diagnostics}}}"));
+    RawValue::from_string(text).expect("BUG: an entry built from JSON parts")
 }
 
 /// Whether a server's error says the request was dropped because the

@@ -7,7 +7,7 @@ use super::{
     Server, CANCEL_GRACE, CONTENT_MODIFIED_RETRIES, CONTENT_MODIFIED_RETRY_BUDGET,
     FIRST_OPEN_SETTLE, RETRY_PAUSE,
 };
-use crate::gate::{GateError, HostCall, HostReply, ServerState};
+use crate::gate::{Forward, GateError, HostReply, ServerState};
 use crate::lsp::connection::{Connection, PendingRequest, Reply};
 use crate::lsp::documents::{
     content_hash, DocumentNotification, DocumentState, Stamp, MAX_DOCUMENT_BYTES,
@@ -27,8 +27,8 @@ use tokio_util::sync::CancellationToken;
 
 impl Server {
     /// Forwards one request, syncing the documents it names first.
-    pub async fn request(self: &Arc<Self>, call: HostCall) -> Result<HostReply, GateError> {
-        let HostCall {
+    pub async fn request(self: &Arc<Self>, call: Forward) -> Result<HostReply, GateError> {
+        let Forward {
             method,
             params,
             documents: named,

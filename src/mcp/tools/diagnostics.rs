@@ -9,7 +9,6 @@
 use super::budget::{Entry, Page, DEFAULT_BUDGET};
 use super::scan::source_files;
 use super::*;
-use crate::gate::GateMethod;
 use crate::mcp::journal::{delta, Edit, FileKey, Problem};
 
 /// Most files one `since: "last_edit"` answer checks (written ones first,
@@ -181,16 +180,12 @@ impl LspTools {
             .ok_or_else(|| format!("the ACP session {} is closed", tool.session_id()))?;
         // The gate pulls from servers that answer `textDocument/diagnostic`
         // (rust-analyzer) and waits for a fresh push from the others.
-        let mut params = json!({ "sessionId": tool.session_id() });
-        if !uris.is_empty() {
-            params["uris"] = json!(uris);
-            params["waitMs"] = json!(wait.unwrap_or(DIAGNOSTICS_WAIT).as_millis() as u64);
-        }
-        let result = tool
-            .call(GateMethod::Diagnostics, params)
-            .await
-            .map_err(describe)?;
-        let result: Value = parse(result.get())?;
+        let wait = if uris.is_empty() {
+            Duration::ZERO
+        } else {
+            wait.unwrap_or(DIAGNOSTICS_WAIT)
+        };
+        let entries = tool.diagnostics(uris, wait).await.map_err(describe)?;
         let servers: Servers = tool
             .servers_brief()
             .await
@@ -200,32 +195,31 @@ impl LspTools {
             .collect();
         let mut checked = Vec::new();
         let mut outside = 0;
-        let entries = result["diagnostics"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
         // Columns are counted in characters from the files' text; past this
         // many files (every published document, thousands) they are the
         // server's own, the same for ASCII lines, and nothing more is read.
         let read_texts = entries.len() <= MAX_DELTA_FILES;
         for entry in &entries {
-            let uri = entry["uri"].as_str().unwrap_or_default();
+            let uri = entry.uri.as_str();
             let Ok(Some(path)) = confinement.check_uri(uri) else {
                 outside += 1;
                 continue;
             };
-            let (server, encoding) = entry["serverId"]
-                .as_str()
-                .and_then(|id| servers.get(id).cloned())
+            let (server, encoding) = servers
+                .get(entry.server_id.as_str())
+                .cloned()
                 .unwrap_or_else(|| ("?".to_string(), PositionEncoding::Utf16));
             let mut files = Files::new(tool, &self.texts, encoding);
             if read_texts {
                 files.load(&Value::Null, &[uri.to_string()]).await;
             }
-            let problems = entry["diagnostics"]
-                .as_array()
-                .into_iter()
-                .flatten()
+            // The server's own items, read here to be rendered.
+            let items: Vec<Value> = entry
+                .items()
+                .and_then(|items| serde_json::from_str(items.get()).ok())
+                .unwrap_or_default();
+            let problems = items
+                .iter()
                 .map(|d| {
                     let at = files.point(uri, &d["range"]["start"]);
                     Problem {
@@ -242,8 +236,8 @@ impl LspTools {
                 file: files.display_path(&path),
                 path,
                 problems,
-                timed_out: entry["timedOut"] == true,
-                stale: entry["fresh"] == false && entry["timedOut"] != true,
+                timed_out: entry.fetched.is_some_and(|f| f.timed_out),
+                stale: !entry.fresh && !entry.fetched.is_some_and(|f| f.timed_out),
             });
         }
         Ok((checked, outside))

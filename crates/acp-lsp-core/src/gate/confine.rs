@@ -30,14 +30,27 @@ pub enum ConfineError {
     /// The URI names a file outside every root (or one whose location could
     /// not be established, e.g. a symlink loop: refusing is the safe answer).
     #[error("URI is outside the session roots: {uri}")]
-    OutsideRoots { uri: String },
+    OutsideRoots {
+        /// The URI as sent.
+        uri: String,
+    },
     /// A URI field carries a scheme the configuration does not let through.
     #[error("URI scheme {scheme:?} is not allowed: {uri}")]
-    SchemeNotAllowed { uri: String, scheme: String },
+    SchemeNotAllowed {
+        /// The URI as sent.
+        uri: String,
+        /// Its scheme, lowercase.
+        scheme: String,
+    },
     /// The string cannot be read as a URI safely (malformed, remote host,
     /// encoded separators or NULs that would change its meaning on decoding).
     #[error("invalid URI {uri:?}: {why}")]
-    InvalidUri { uri: String, why: String },
+    InvalidUri {
+        /// The string as sent.
+        uri: String,
+        /// What is wrong with it.
+        why: String,
+    },
 }
 
 impl ConfineError {

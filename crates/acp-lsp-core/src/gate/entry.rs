@@ -16,12 +16,16 @@ pub const META_KEY: &str = "acp-lsp";
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum State {
+    /// Starting, or answering but not yet complete (acp-lsp: also loading).
     Starting,
+    /// Answering, and its answers are complete.
     Running,
+    /// Not running (failed, stopped, or not started yet).
     NotRunning,
 }
 
 impl State {
+    /// The wire's word.
     pub fn as_str(self) -> &'static str {
         match self {
             State::Starting => "starting",
@@ -60,6 +64,7 @@ pub enum ServerState {
 }
 
 impl ServerState {
+    /// The wire's word.
     pub fn as_str(self) -> &'static str {
         match self {
             ServerState::Starting => "starting",
@@ -102,9 +107,12 @@ impl ServerState {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Progress {
+    /// The progress's title (`indexing`).
     pub title: String,
+    /// Its latest message.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// Its latest percentage.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub percentage: Option<u32>,
 }
@@ -113,8 +121,11 @@ pub struct Progress {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RegistrationEntry {
+    /// The registration's id.
     pub id: String,
+    /// The method registered.
     pub method: String,
+    /// Its `registerOptions`, verbatim.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub register_options: Option<Box<RawValue>>,
 }
@@ -123,7 +134,9 @@ pub struct RegistrationEntry {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ServerEntry {
+    /// The id `lsp/request` names it by.
     pub server_id: ServerId,
+    /// Its name (`rust-analyzer`).
     pub name: String,
     /// The absolute workspace root the server was started for.
     pub workspace_path: String,
@@ -131,10 +144,12 @@ pub struct ServerEntry {
     pub language_id: String,
     /// Without the dot.
     pub file_extensions: Vec<String>,
+    /// The RFD's state.
     pub state: State,
     /// The server's `initialize` result `capabilities`, verbatim (`{}` before
     /// the handshake).
     pub capabilities: Box<RawValue>,
+    /// `_meta`: acp-lsp's additions.
     #[serde(rename = "_meta")]
     pub meta: EntryMeta,
 }
@@ -142,6 +157,7 @@ pub struct ServerEntry {
 /// An entry's `_meta`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct EntryMeta {
+    /// `_meta["acp-lsp"]`.
     #[serde(rename = "acp-lsp")]
     pub acp_lsp: AcpLspEntry,
 }
@@ -150,9 +166,12 @@ pub struct EntryMeta {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AcpLspEntry {
+    /// The finer state.
     pub status: ServerState,
+    /// The loading server's progress.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub progress: Option<Progress>,
+    /// Why it last failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
     /// Every language id the server handles.
@@ -171,10 +190,12 @@ pub struct AcpLspEntry {
     /// Live dynamic registrations, apart from the verbatim `capabilities`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub registrations: Vec<RegistrationEntry>,
+    /// Its process id, when it is a local process.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pid: Option<u32>,
     /// Restarts since the server was first started.
     pub restarts: u32,
+    /// Its resident memory, when it is a local process (listings only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_bytes: Option<u64>,
     /// Roots whose file watching is degraded (watch limit hit).
@@ -209,21 +230,29 @@ pub enum StateReason {
     /// are running and none of them may stop to make room; a request to it
     /// gets `server_limit` with the same `limit`.
     #[serde(rename_all = "camelCase")]
-    ServerLimit { limit: usize },
+    ServerLimit {
+        /// `max_running_servers`.
+        limit: usize,
+    },
     /// `running` although its first load never reported an end: work-done
     /// progress begun before it was still open after `waitedMs` (the
     /// supervisor's first-load wait), `openProgress` tokens of it. Answers
     /// may still be incomplete.
     #[serde(rename_all = "camelCase")]
     FirstLoadTimeout {
+        /// How long the first load was waited for.
         waited_ms: u64,
+        /// Work-done progress tokens still open then.
         open_progress: usize,
     },
     /// `running` although its first load never reported an end: it began
     /// more work-done progress at once than acp-lsp tracks (`limit`), so
     /// the end of its load cannot be known.
     #[serde(rename_all = "camelCase")]
-    ProgressOverCap { limit: usize },
+    ProgressOverCap {
+        /// The most progress tokens tracked at once.
+        limit: usize,
+    },
 }
 
 /// What acp-lsp dropped from one server's output because a table was at its
@@ -283,9 +312,13 @@ impl ServerEntry {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ServerSummary {
+    /// Its id.
     pub server_id: ServerId,
+    /// Its name.
     pub name: String,
+    /// Its root.
     pub workspace_path: String,
+    /// The RFD's state.
     pub state: State,
 }
 
@@ -293,7 +326,9 @@ pub struct ServerSummary {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ServersResult {
+    /// The session's servers.
     pub servers: Vec<ServerEntry>,
+    /// What `lsp/request` forwards to them ([`available_methods`](super::available_methods)).
     pub available_methods: Vec<String>,
 }
 

@@ -40,22 +40,38 @@ pub(crate) const LSP_RESERVED_CODES: std::ops::RangeInclusive<i64> = -32899..=-3
 /// Everything that can end an `lsp/servers` or `lsp/request` without a result.
 #[derive(Debug, thiserror::Error)]
 pub enum GateError {
+    /// The params are not what the method takes (`invalid_params`).
     #[error("invalid params: {0}")]
     InvalidParams(String),
+    /// The params are over [`Limits::max_intercepted_params`](crate::jsonrpc::Limits::max_intercepted_params)
+    /// (`params_too_large`).
     #[error("params are larger than {limit} bytes")]
-    ParamsTooLarge { limit: usize },
+    ParamsTooLarge {
+        /// The limit, bytes.
+        limit: usize,
+    },
+    /// The params nest deeper than [`Limits::max_depth`](crate::jsonrpc::Limits::max_depth)
+    /// (`params_too_deep`).
     #[error("params are nested deeper than {limit} levels")]
-    TooDeep { limit: usize },
+    TooDeep {
+        /// The limit, levels.
+        limit: usize,
+    },
     /// One object of the params holds `key` twice: parsers disagree on which
     /// one counts, so what was checked might not be what a server reads.
     #[error("params repeat the key {key:?} in one object")]
-    DuplicateKeys { key: String },
+    DuplicateKeys {
+        /// The key, decoded.
+        key: String,
+    },
+    /// No open session has this id (`unknown_session`).
     #[error("unknown session {0:?}")]
     UnknownSession(String),
     /// No server with that id is listed for the session (a server of another
     /// session is unknown too: sessions do not learn of each other).
     #[error("no server {server_id:?} is listed for this session; ask lsp/servers again")]
     UnknownServer {
+        /// The id the request named.
         server_id: ServerId,
         /// The session's servers, filled in by the gate.
         servers: Vec<ServerSummary>,
@@ -63,49 +79,90 @@ pub enum GateError {
     /// The method is not in `availableMethods` (for this server).
     #[error("{method} is not forwarded: {}", refusal_text(*refusal))]
     MethodNotForwarded {
+        /// The LSP method.
         method: String,
+        /// Why it is not (`data.category`).
         refusal: Refusal,
         /// The methods that are, filled in by the gate.
         available: Vec<String>,
     },
+    /// `workspace/executeCommand` with a command the server's allowlist
+    /// does not hold (`command_not_allowed`).
     #[error("workspace/executeCommand {command} is not forwarded: the command is not on the server's executeCommand allowlist")]
     CommandNotAllowed {
+        /// The command asked for.
         command: String,
+        /// The server's allowlist.
         allowed: Vec<String>,
     },
+    /// A URI of the params is not confined to the session
+    /// (`uri_outside_roots`, `uri_scheme_not_allowed`, `invalid_uri`).
     #[error("{0}")]
     Confined(#[from] ConfineError),
     /// The server is listed but not `running`.
     #[error("{} is {} ({}){}", server.label(), server.status.wire().as_str(), server.status.as_str(), not_running_detail(server.waited_ms, server.last_error.as_deref()))]
     ServerNotRunning {
+        /// Which server, and how it stands.
         server: Box<NotRunning>,
         /// The session's servers, filled in by the gate.
         servers: Vec<ServerSummary>,
     },
     /// `server` names it: "rust-analyzer at /path/to/root".
+    /// The server exited before answering (`server_exited`, retryable).
     #[error("{server} exited before answering")]
-    ServerExited { server_id: ServerId, server: String },
+    ServerExited {
+        /// Its id.
+        server_id: ServerId,
+        /// "rust-analyzer at /path/to/root".
+        server: String,
+    },
+    /// The server answered with an error object (`server_error`; the
+    /// server's `code`, `message` and `data` go to the agent verbatim).
     #[error("{}", server_error_message(lsp_error).unwrap_or_else(|| "the language server answered with an error".into()))]
-    ServerError { lsp_error: Box<RawValue> },
+    ServerError {
+        /// The server's error object, raw.
+        lsp_error: Box<RawValue>,
+    },
+    /// The server's response was over the frame limit (`response_too_large`).
     #[error("the server's response of {declared} bytes is over the frame limit")]
-    ResponseTooLarge { declared: usize },
+    ResponseTooLarge {
+        /// Its `Content-Length`.
+        declared: usize,
+    },
+    /// No answer within the route's deadline (`deadline_exceeded`, retryable).
     #[error("no response within the {ms} ms deadline")]
-    DeadlineExceeded { ms: u64 },
+    DeadlineExceeded {
+        /// The deadline, ms.
+        ms: u64,
+    },
+    /// The agent cancelled the request (-32800 `cancelled`).
     #[error("request cancelled")]
     Cancelled,
+    /// A document the request names changed while it was in flight
+    /// (-32801 `content_modified`, retryable).
     #[error("the document changed while the request was in flight")]
     ContentModified,
+    /// Too many `lsp/request`s in flight (`overloaded`, retryable).
     #[error("too many lsp/requests in flight ({scope}: at most {limit}); retry later")]
-    Overloaded { scope: &'static str, limit: usize },
+    Overloaded {
+        /// Which quota: `session` or `total`.
+        scope: &'static str,
+        /// Its limit.
+        limit: usize,
+    },
     /// Starting the server would pass the host's cap on running servers
     /// (`max_running_servers`) and no running server could make room.
     #[error("{server} cannot start: {limit} servers are running (max_running_servers) and none of them is a nested root's server that could be stopped")]
     ServerLimit {
+        /// The server that could not start.
         server_id: String,
         /// "pyright at /path/to/root".
         server: String,
+        /// `max_running_servers`.
         limit: usize,
     },
+    /// A bug, or a host's failure with nothing more specific to say
+    /// (-32603 `internal`).
     #[error("internal error: {0}")]
     Internal(String),
     /// `proxy --shared`: the daemon went away (or could not be reached) while
@@ -117,12 +174,17 @@ pub enum GateError {
 /// Which server is not running, and how.
 #[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct NotRunning {
+    /// Its id.
     pub server_id: ServerId,
+    /// Its name (`rust-analyzer`).
     pub name: String,
+    /// Its root.
     pub workspace_path: String,
+    /// Its state (the wire's `state` is [`ServerState::wire`]).
     pub status: ServerState,
     /// How long the request waited (`waitUntilReady`), if it did.
     pub waited_ms: Option<u64>,
+    /// Why it last failed, if it did.
     pub last_error: Option<String>,
 }
 

@@ -17,6 +17,7 @@ macro_rules! string_id {
         pub struct $name(String);
 
         impl $name {
+            /// The id's string.
             pub fn as_str(&self) -> &str {
                 &self.0
             }

@@ -15,8 +15,11 @@ pub(crate) const DIAGNOSTICS_METHODS: &[&str] = &["_acp-lsp/diagnostics"];
 /// One of the gate's own ACP methods.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GateMethod {
+    /// `lsp/servers`: the session's servers and `availableMethods`.
     Servers,
+    /// `lsp/request`: one LSP request to one server.
     Request,
+    /// **[acp-lsp]** `_acp-lsp/diagnostics`: published diagnostics.
     Diagnostics,
 }
 
@@ -114,7 +117,8 @@ pub(crate) const NOTIFICATIONS: &[&str] = &[
 ];
 
 /// File lifecycle requests: refused for agents (RFD), sent only by acp-lsp's
-/// own rename ([`crate::gate::Gate::call_internal_file_lifecycle`]).
+/// own rename (an [`LspRequest`](crate::gate::LspRequest) whose caller is
+/// [`Caller::FileLifecycle`](crate::gate::Caller::FileLifecycle)).
 pub(crate) const FILE_LIFECYCLE: &[&str] = &[
     "workspace/willCreateFiles",
     "workspace/willRenameFiles",
@@ -242,10 +246,24 @@ pub fn retried_on_content_modified(method: &str) -> bool {
 /// The command-running request, forwarded only with an allowlisted command.
 pub(crate) const EXECUTE_COMMAND: &str = "workspace/executeCommand";
 
+/// Whether `method` is one of the RFD's forwarded requests ([`FORWARDED`],
+/// sorted: a binary search).
+pub(crate) fn is_forwarded(method: &str) -> bool {
+    FORWARDED.binary_search(&method).is_ok()
+}
+
+/// Whether `method` is a file lifecycle request ([`FILE_LIFECYCLE`]).
+pub(crate) fn is_file_lifecycle(method: &str) -> bool {
+    FILE_LIFECYCLE.contains(&method)
+}
+
 /// Why `method` belongs to a category the RFD refuses, or `None` when it is
 /// in none (it is then forwarded if it is in `availableMethods`).
 pub fn refusal(method: &str) -> Option<Refusal> {
-    if FILE_LIFECYCLE.contains(&method) {
+    // The common case first: a forwarded method is in no refused category.
+    if is_forwarded(method) {
+        None
+    } else if FILE_LIFECYCLE.contains(&method) {
         Some(Refusal::FileLifecycle)
     } else if EDITOR_INTERACTION.contains(&method) {
         Some(Refusal::EditorInteraction)
@@ -298,8 +316,31 @@ mod tests {
     }
 
     #[test]
+    fn the_forwarded_list_is_sorted_for_its_binary_search() {
+        assert!(FORWARDED.windows(2).all(|w| w[0] < w[1]), "{FORWARDED:?}");
+        for method in FORWARDED {
+            assert!(is_forwarded(method), "{method}");
+        }
+        assert!(!is_forwarded("textDocument/didOpen"));
+    }
+
+    #[test]
     fn forwarded_and_refused_lists_are_disjoint() {
+        // Against the lists themselves: `refusal` answers a forwarded method
+        // without looking at them.
+        let refused = [
+            FILE_LIFECYCLE,
+            EDITOR_INTERACTION,
+            LIFECYCLE,
+            DOCUMENT_SYNC,
+            SERVER_TO_CLIENT,
+            NOTIFICATIONS,
+        ];
         for method in FORWARDED.iter().chain([&EXECUTE_COMMAND]) {
+            assert!(!method.starts_with("$/"), "{method}");
+            for list in refused {
+                assert!(!list.contains(method), "{method}");
+            }
             assert_eq!(refusal(method), None, "{method}");
         }
         for method in FILE_LIFECYCLE.iter().chain(EDITOR_INTERACTION) {

@@ -7,41 +7,48 @@
 //! implements [`LspHost`] and uses the gate without the relay.
 
 pub mod confine;
-pub mod entry;
+mod diagnostics;
+mod entry;
 pub mod error;
-pub mod host;
-pub mod ids;
+mod host;
+mod ids;
 pub mod methods;
 mod params;
-pub mod session;
+mod request;
+mod session;
 mod tree;
 
 use crate::jsonrpc::{self, depth, Limits, RequestId};
 use futures::FutureExt;
 use parking_lot::Mutex;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::value::RawValue;
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
+use std::pin::pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
-use tree::{Json, JsonTree};
+use tree::JsonTree;
 
+pub use diagnostics::{DiagnosticsMode, Fetched, PublishedDiagnostics};
 pub use entry::{
     AcpLspEntry, Dropped, EntryMeta, Progress, RegistrationEntry, ServerEntry, ServerState,
-    ServerSummary, ServersResult, State, StateReason,
+    ServerSummary, ServersResult, State, StateReason, META_KEY,
 };
 pub use error::{GateError, NotRunning};
-pub use host::{HostCall, HostReply, LspHost, Route};
+pub use host::{Forward, HostCall, HostReply, LspHost};
 pub use ids::{ServerId, SessionId};
 pub use methods::{GateMethod, Refusal};
+pub use request::{Caller, LspRequest, Route};
 pub use session::{Session, SessionTable};
 
 use self::params::*;
+use self::request::{Admission, Checks, Params, Slot};
 
 /// Longest `waitUntilReady` honoured.
 pub(crate) const MAX_WAIT_UNTIL_READY: Duration = Duration::from_secs(300);
@@ -54,6 +61,7 @@ pub const DEFAULT_MAX_REQUESTS_TOTAL: usize = 128;
 /// Configuration of the gate itself.
 #[derive(Debug, Clone)]
 pub struct GateConfig {
+    /// Size and depth limits on what the gate reads.
     pub limits: Limits,
     /// Extra roots requests may name but that are never written.
     pub read_only_roots: Vec<std::path::PathBuf>,
@@ -73,33 +81,6 @@ impl Default for GateConfig {
             allowed_uri_schemes: Vec::new(),
             max_requests_per_session: DEFAULT_MAX_REQUESTS_PER_SESSION,
             max_requests_total: DEFAULT_MAX_REQUESTS_TOTAL,
-        }
-    }
-}
-
-/// `lsp/request`s in flight, per session and in all.
-#[derive(Default)]
-struct Quota {
-    total: usize,
-    /// Session id → its requests in flight (no entry at zero).
-    per_session: HashMap<String, usize>,
-}
-
-/// One admitted request; gives its place back when dropped.
-struct Admitted<'a> {
-    quota: &'a Mutex<Quota>,
-    session: String,
-}
-
-impl Drop for Admitted<'_> {
-    fn drop(&mut self) {
-        let mut quota = self.quota.lock();
-        quota.total -= 1;
-        if let Some(n) = quota.per_session.get_mut(&self.session) {
-            *n -= 1;
-            if *n == 0 {
-                quota.per_session.remove(&self.session);
-            }
         }
     }
 }
@@ -141,12 +122,15 @@ impl<H: LspHost> Drop for InFlightEntry<H> {
     }
 }
 
+/// An error answer, with the LSP method concerned when it was known.
+type Failure = (GateError, Option<String>);
+
 /// Runs one gate method's answer, turning a panic inside it (a host's bug)
 /// into a -32603 `internal` error: every request gets its one response, and
 /// the panic stays inside this request.
-async fn caught<F>(method: GateMethod, answer: F) -> Result<HostReply, (GateError, Option<String>)>
+async fn caught<T, F>(method: GateMethod, answer: F) -> Result<T, Failure>
 where
-    F: Future<Output = Result<HostReply, (GateError, Option<String>)>>,
+    F: Future<Output = Result<T, Failure>>,
 {
     // Unwind safety: what the future touches is the gate's tables (each
     // behind a lock, left consistent by drop guards) and the host, whose
@@ -168,7 +152,9 @@ where
     }
 }
 
-/// Answers the gate's ACP methods over a host.
+/// Answers the gate's ACP methods over a host: an editor host makes one
+/// (`Gate::new`), opens its sessions on it, and hands it every `lsp/*`
+/// request of its agent ([`Gate::call`]).
 pub struct Gate<H> {
     host: Arc<H>,
     config: GateConfig,
@@ -178,34 +164,44 @@ pub struct Gate<H> {
     in_flight: Mutex<HashMap<RequestId, (u64, CancellationToken)>>,
     /// Serials of [`InFlightEntry`]s.
     next_serial: AtomicU64,
-    quota: Mutex<Quota>,
+    admission: Arc<Admission>,
 }
 
 impl<H: LspHost> Gate<H> {
+    /// A gate over `host`, configured by `config`.
     pub fn new(host: Arc<H>, config: GateConfig) -> Arc<Gate<H>> {
         let sessions = SessionTable::new(
             config.read_only_roots.clone(),
             config.allowed_uri_schemes.clone(),
         );
+        let admission = Arc::new(Admission::new(
+            config.max_requests_per_session,
+            config.max_requests_total,
+        ));
         Arc::new(Gate {
             host,
             config,
             sessions,
             in_flight: Mutex::new(HashMap::new()),
             next_serial: AtomicU64::new(0),
-            quota: Mutex::new(Quota::default()),
+            admission,
         })
     }
 
+    /// The host behind the gate.
     pub fn host(&self) -> &Arc<H> {
         &self.host
     }
 
+    /// The limits in force (a relay in front of the gate applies the same
+    /// to the lines it reads).
     pub fn limits(&self) -> &Limits {
         &self.config.limits
     }
 
-    /// Commits a session's roots (`[cwd, …additionalDirectories]`).
+    /// Commits a session's roots (`[cwd, …additionalDirectories]`) and tells
+    /// the host ([`LspHost::session_opened`]). Opening an open session again
+    /// (`session/load`, `session/resume`) replaces its roots.
     pub fn open_session(&self, session_id: &str, roots: Vec<std::path::PathBuf>) {
         let session = self.sessions.insert(session_id, roots);
         tracing::info!(
@@ -221,7 +217,7 @@ impl<H: LspHost> Gate<H> {
         self.host.session_opened(&session);
     }
 
-    /// Forgets a session.
+    /// Forgets a session and tells the host ([`LspHost::session_closed`]).
     pub fn close_session(&self, session_id: &str) {
         if let Some(session) = self.sessions.remove(session_id) {
             tracing::info!(session = session_id, "session closed");
@@ -229,12 +225,14 @@ impl<H: LspHost> Gate<H> {
         }
     }
 
+    /// The open sessions.
     pub fn sessions(&self) -> &SessionTable {
         &self.sessions
     }
 
-    /// Cancels the in-flight `lsp/request` the agent sent with `id`. Returns
-    /// false when no such request is in flight (the cancel is not ours).
+    /// Cancels the in-flight `lsp/request` the agent sent with `id` (its
+    /// `$/cancel_request`). Returns false when no such request is in flight
+    /// (the cancel is not ours).
     pub fn cancel(&self, id: &RequestId) -> bool {
         let in_flight = self.in_flight.lock();
         match in_flight.get(id) {
@@ -246,8 +244,11 @@ impl<H: LspHost> Gate<H> {
         }
     }
 
-    /// Starts answering one request of ours. The request is registered for
-    /// cancellation before this returns; the future yields the encoded response.
+    /// Starts answering one request of the agent's: `method` (recognised by
+    /// [`GateMethod::from_acp`]) with its `params` as they came. The request
+    /// is registered for cancellation ([`Gate::cancel`]) before this
+    /// returns; the future yields the encoded JSON-RPC response, one line's
+    /// worth without the newline.
     ///
     /// The future always answers: a host that panics gets the agent a
     /// -32603 `internal` error instead of no response. Its cancellation
@@ -266,74 +267,71 @@ impl<H: LspHost> Gate<H> {
         async move {
             // Dropped with the future: the entry never outlives the request.
             let _entry = entry;
-            let answer = async {
-                match method {
-                    GateMethod::Servers => gate
-                        .servers(params.as_deref())
-                        .await
-                        .map(|result| HostReply { result, meta: None }),
-                    GateMethod::Request => {
-                        gate.request(params.as_deref(), token, Caller::Agent).await
-                    }
-                    GateMethod::Diagnostics => gate
-                        .diagnostics(params.as_deref())
-                        .await
-                        .map(|result| HostReply { result, meta: None }),
+            let params = params.as_deref();
+            match method {
+                GateMethod::Servers => {
+                    let answer = caught(method, gate.servers_wire(params)).await;
+                    encode(
+                        &id,
+                        answer.map(|result| jsonrpc::encode_result(&id, &result)),
+                    )
                 }
-            };
-            let outcome = caught(method, answer).await;
-            match outcome {
-                Ok(reply) if method == GateMethod::Request => encode_request_response(&id, &reply),
-                Ok(reply) => jsonrpc::encode_result(&id, &reply.result),
-                Err((error, lsp_method)) => {
-                    jsonrpc::encode_error(Some(&id), &error.to_error_object(lsp_method.as_deref()))
+                GateMethod::Request => {
+                    let answer = caught(method, gate.request_wire(params, token)).await;
+                    encode(
+                        &id,
+                        answer.map(|reply| encode_request_response(&id, &reply)),
+                    )
+                }
+                GateMethod::Diagnostics => {
+                    let answer = caught(method, gate.diagnostics_wire(params)).await;
+                    encode(&id, answer.map(|result| encode_raw_result(&id, &result)))
                 }
             }
         }
     }
 
-    /// Answers one gate method for a caller inside acp-lsp (the CLI tools, the
-    /// MCP server): the same checks, limits, confinement and deadlines as
-    /// [`Gate::call`], but nothing is entered in the cancellation table, so it
-    /// takes no request id and cannot collide with an id of the agent's.
-    /// `cancel` cancels an `lsp/request` (e.g. when the MCP client cancels).
-    /// On error, also returns the LSP method when it was known.
-    pub async fn call_internal(
+    /// One `lsp/request` from a caller inside the host's process (acp-lsp's
+    /// MCP tools and command line): the same checks, limits, confinement,
+    /// quota and deadline as an agent's [`Gate::call`], typed in and out.
+    /// Nothing is entered in the cancellation table (no request id can
+    /// collide with the agent's); `cancel` cancels it. A host that panics
+    /// gives [`GateError::Internal`].
+    pub async fn request(
         &self,
-        method: GateMethod,
-        params: Option<&RawValue>,
+        request: LspRequest,
         cancel: CancellationToken,
-    ) -> Result<HostReply, (GateError, Option<String>)> {
+    ) -> Result<HostReply, GateError> {
         let answer = async {
-            match method {
-                GateMethod::Servers => self
-                    .servers(params)
-                    .await
-                    .map(|result| HostReply { result, meta: None }),
-                GateMethod::Request => self.request(params, cancel, Caller::Agent).await,
-                GateMethod::Diagnostics => self
-                    .diagnostics(params)
-                    .await
-                    .map(|result| HostReply { result, meta: None }),
+            if let Some(params) = &request.params {
+                // The params sit one level down in the wire's request.
+                self.check_shape(params, 1).map_err(|e| (e, None))?;
             }
+            let params = match request.params {
+                Some(params) if !jsonrpc::is_null(&params) => Params::Value(params),
+                _ => Params::Null,
+            };
+            let wait = request
+                .wait_until_ready
+                .map(|wait| wait.min(MAX_WAIT_UNTIL_READY));
+            self.forward(
+                request.session_id.as_str(),
+                request.server_id,
+                &request.method,
+                params,
+                wait,
+                cancel,
+                request.caller,
+            )
+            .await
+            .map_err(|e| (e, None))
         };
-        caught(method, answer).await
+        caught(GateMethod::Request, answer)
+            .await
+            .map_err(|(e, _)| e)
     }
 
-    /// [`Gate::call_internal`] for an `lsp/request` that may also carry a
-    /// file lifecycle method (`workspace/willRenameFiles`): acp-lsp's own
-    /// rename applies file renames, and LSP has the applying client ask the
-    /// server first. Agents never get this: the RFD refuses those methods.
-    pub async fn call_internal_file_lifecycle(
-        &self,
-        params: &RawValue,
-        cancel: CancellationToken,
-    ) -> Result<HostReply, (GateError, Option<String>)> {
-        let answer = self.request(Some(params), cancel, Caller::FileLifecycle);
-        caught(GateMethod::Request, answer).await
-    }
-
-    /// The `lsp/servers` result of a session, typed (the MCP tools and the CLI).
+    /// The `lsp/servers` result of a session, typed.
     pub async fn servers_of(&self, session_id: &str) -> Result<ServersResult, GateError> {
         let session = self
             .sessions
@@ -347,6 +345,38 @@ impl<H: LspHost> Gate<H> {
         })
     }
 
+    /// **[acp-lsp]** `_acp-lsp/diagnostics`, typed: the session's latest
+    /// diagnostics, or with `uris`, those documents' fresh ones (each URI
+    /// confined first), waiting up to `wait` for pushed ones.
+    pub async fn diagnostics_of(
+        &self,
+        session_id: &str,
+        uris: Vec<String>,
+        wait: Duration,
+    ) -> Result<Vec<PublishedDiagnostics>, GateError> {
+        let session = self
+            .sessions
+            .get(session_id)
+            .ok_or_else(|| GateError::UnknownSession(session_id.to_string()))?;
+        let mut documents = Vec::with_capacity(uris.len());
+        for uri in uris {
+            let path = session
+                .confinement()
+                .check_uri(&uri)?
+                .ok_or_else(|| GateError::InvalidParams(format!("{uri} is not a file URI")))?;
+            documents.push((uri, path));
+        }
+        let answer = self
+            .host
+            .diagnostics(&session, documents, wait.min(MAX_WAIT_UNTIL_READY));
+        caught(
+            GateMethod::Diagnostics,
+            answer.map(|r| r.map_err(|e| (e, None))),
+        )
+        .await
+        .map_err(|(e, _)| e)
+    }
+
     /// The session's servers, short, for error data.
     async fn summaries(&self, session: &Session) -> Vec<ServerSummary> {
         self.host
@@ -357,34 +387,10 @@ impl<H: LspHost> Gate<H> {
             .collect()
     }
 
-    /// Admits one more `lsp/request` of `session`, or refuses it at once.
-    fn admit(&self, session: &str) -> Result<Admitted<'_>, GateError> {
-        let mut quota = self.quota.lock();
-        let mine = quota.per_session.get(session).copied().unwrap_or(0);
-        if mine >= self.config.max_requests_per_session {
-            return Err(GateError::Overloaded {
-                scope: "session",
-                limit: self.config.max_requests_per_session,
-            });
-        }
-        if quota.total >= self.config.max_requests_total {
-            return Err(GateError::Overloaded {
-                scope: "total",
-                limit: self.config.max_requests_total,
-            });
-        }
-        quota.total += 1;
-        *quota.per_session.entry(session.to_string()).or_insert(0) += 1;
-        Ok(Admitted {
-            quota: &self.quota,
-            session: session.to_string(),
-        })
-    }
-
-    fn check_shape(&self, params: Option<&RawValue>) -> Result<(), GateError> {
-        let Some(params) = params else {
-            return Err(GateError::InvalidParams("params are missing".into()));
-        };
+    /// The shape scans, before anything parses `params`: size, nesting depth
+    /// (`nested` levels above them in the wire's request count too), and
+    /// duplicate keys.
+    fn check_shape(&self, params: &RawValue, nested: usize) -> Result<(), GateError> {
         let limits = &self.config.limits;
         if params.get().len() > limits.max_intercepted_params {
             tracing::warn!(
@@ -397,7 +403,8 @@ impl<H: LspHost> Gate<H> {
                 limit: limits.max_intercepted_params,
             });
         }
-        if depth::max_depth(params.get().as_bytes(), limits.max_depth) > limits.max_depth {
+        let allowed = limits.max_depth.saturating_sub(nested);
+        if depth::max_depth(params.get().as_bytes(), allowed) > allowed {
             tracing::warn!(
                 limit = "max_depth",
                 value = limits.max_depth,
@@ -415,15 +422,22 @@ impl<H: LspHost> Gate<H> {
         Ok(())
     }
 
-    /// `lsp/servers`.
-    pub async fn servers(
+    /// The wire's params, shape-checked and parsed.
+    fn read_params<'a, T: Deserialize<'a>>(
         &self,
-        params: Option<&RawValue>,
-    ) -> Result<Box<RawValue>, (GateError, Option<String>)> {
-        self.check_shape(params).map_err(|e| (e, None))?;
-        let params = params.expect("BUG: check_shape rejects missing params");
-        let parsed: ServersParams = serde_json::from_str(params.get())
-            .map_err(|e| (GateError::InvalidParams(e.to_string()), None))?;
+        params: Option<&'a RawValue>,
+    ) -> Result<T, Failure> {
+        let Some(params) = params else {
+            return Err((GateError::InvalidParams("params are missing".into()), None));
+        };
+        self.check_shape(params, 0).map_err(|e| (e, None))?;
+        serde_json::from_str(params.get())
+            .map_err(|e| (GateError::InvalidParams(e.to_string()), None))
+    }
+
+    /// `lsp/servers`.
+    async fn servers_wire(&self, params: Option<&RawValue>) -> Result<Box<RawValue>, Failure> {
+        let parsed: ServersParams = self.read_params(params)?;
         if let Some(session) = self.sessions.get(&parsed.session_id) {
             match parsed.meta.and_then(|m| m.start_all) {
                 Some(true) => self.host.start_all(&session).await,
@@ -438,175 +452,190 @@ impl<H: LspHost> Gate<H> {
             .servers_of(&parsed.session_id)
             .await
             .map_err(|e| (e, None))?;
-        to_raw(&result).map_err(|e| (e, None))
+        serde_json::value::to_raw_value(&result)
+            .map_err(|e| (GateError::Internal(e.to_string()), None))
     }
 
     /// `_acp-lsp/diagnostics {sessionId, uris?, waitMs?}` → `{diagnostics: [...]}`.
-    pub async fn diagnostics(
-        &self,
-        params: Option<&RawValue>,
-    ) -> Result<Box<RawValue>, (GateError, Option<String>)> {
-        let fail = |e: GateError| (e, None);
-        self.check_shape(params).map_err(fail)?;
-        let params = params.expect("BUG: check_shape rejects missing params");
-        let parsed: DiagnosticsParams = serde_json::from_str(params.get())
-            .map_err(|e| fail(GateError::InvalidParams(e.to_string())))?;
-        let session = self
-            .sessions
-            .get(&parsed.session_id)
-            .ok_or_else(|| fail(GateError::UnknownSession(parsed.session_id.to_string())))?;
-        let mut documents = Vec::new();
-        for uri in parsed.uris.unwrap_or_default() {
-            let path = session
-                .confinement()
-                .check_uri(&uri)
-                .map_err(|e| fail(e.into()))?
-                .ok_or_else(|| {
-                    fail(GateError::InvalidParams(format!("{uri} is not a file URI")))
-                })?;
-            documents.push((uri, path));
-        }
-        let wait = Duration::from_millis(parsed.wait_ms.unwrap_or(0)).min(MAX_WAIT_UNTIL_READY);
+    async fn diagnostics_wire(&self, params: Option<&RawValue>) -> Result<String, Failure> {
+        let parsed: DiagnosticsParams = self.read_params(params)?;
+        let wait = Duration::from_millis(parsed.wait_ms.unwrap_or(0));
         let entries = self
-            .host
-            .diagnostics(&session, documents, wait)
+            .diagnostics_of(&parsed.session_id, parsed.uris.unwrap_or_default(), wait)
             .await
-            .map_err(fail)?;
-        let mut text = String::from("{\"diagnostics\":[");
-        for (i, entry) in entries.iter().enumerate() {
-            if i > 0 {
-                text.push(',');
-            }
-            text.push_str(entry.get());
-        }
-        text.push_str("]}");
-        RawValue::from_string(text).map_err(|e| fail(GateError::Internal(e.to_string())))
+            .map_err(|e| (e, None))?;
+        Ok(diagnostics::render(&entries))
     }
 
-    /// `lsp/request`. On error, also returns the LSP method when it was known.
-    async fn request(
+    /// `lsp/request` from the wire.
+    async fn request_wire(
         &self,
         params: Option<&RawValue>,
         cancel: CancellationToken,
-        caller: Caller,
-    ) -> Result<HostReply, (GateError, Option<String>)> {
-        self.check_shape(params).map_err(|e| (e, None))?;
-        let params = params.expect("BUG: check_shape rejects missing params");
-        let parsed: RequestParams = serde_json::from_str(params.get())
-            .map_err(|e| (GateError::InvalidParams(e.to_string()), None))?;
-        let method = parsed.method.to_string();
-        let fail = |e: GateError| (e, Some(method.clone()));
-
-        let session = self
-            .sessions
-            .get(&parsed.session_id)
-            .ok_or_else(|| fail(GateError::UnknownSession(parsed.session_id.to_string())))?;
-        // The RFD's refused categories go first: they hold for every server.
-        let refusal = methods::refusal(&method)
-            .filter(|r| !(caller == Caller::FileLifecycle && *r == Refusal::FileLifecycle));
-        if let Some(refusal) = refusal {
-            return Err(fail(self.not_forwarded(&session, &method, refusal).await));
-        }
-        let route = match self.host.route(&session, &parsed.server_id).await {
-            Ok(route) => route,
-            Err(e) => return Err(fail(self.enrich(&session, e).await)),
+    ) -> Result<HostReply, Failure> {
+        let parsed: RequestParams = self.read_params(params)?;
+        let inner = match parsed.params {
+            None => Params::Missing,
+            Some(params) if jsonrpc::is_null(params) => Params::Null,
+            Some(params) => Params::Value(params.to_owned()),
         };
-        let listed = methods::FORWARDED.contains(&method.as_str())
-            || methods::FILE_LIFECYCLE.contains(&method.as_str())
-            || (method == methods::EXECUTE_COMMAND && !route.execute_commands.is_empty())
-            || route.extension_methods.contains(&method);
-        if !listed {
-            return Err(fail(
-                self.not_forwarded(&session, &method, Refusal::NotListed)
-                    .await,
-            ));
-        }
-        // Counted from here to the answer: waiting for readiness or document
-        // sync holds a place too.
-        let _admitted = self.admit(session.id()).map_err(fail)?;
-
-        let Some(params) = parsed.params else {
-            return Err(fail(GateError::InvalidParams(
-                "params is required (null for a method that takes none)".into(),
-            )));
-        };
-        let inner = Some(params).filter(|p| !jsonrpc::is_null(p));
-        let mut documents = Vec::new();
-        if let Some(inner) = inner {
-            let value: Json = serde_json::from_str(inner.get())
-                .map_err(|e| fail(GateError::InvalidParams(e.to_string())))?;
-            session
-                .confinement()
-                .check_params(&value)
-                .map_err(|e| fail(e.into()))?;
-            if method == methods::EXECUTE_COMMAND {
-                check_command(&value, &route).map_err(fail)?;
-            }
-            documents = named_documents(&value);
-        } else if method == methods::EXECUTE_COMMAND {
-            return Err(fail(GateError::InvalidParams(
-                "workspace/executeCommand needs params with a command".into(),
-            )));
-        }
-
         let wait = parsed
             .meta
             .and_then(|m| m.wait_until_ready)
             .or(parsed.wait_until_ready)
             .map(|ms| Duration::from_millis(ms).min(MAX_WAIT_UNTIL_READY));
-        let deadline = route.request_timeout + wait.unwrap_or_default();
+        self.forward(
+            &parsed.session_id,
+            ServerId::from(parsed.server_id.into_owned()),
+            &parsed.method,
+            inner,
+            wait,
+            cancel,
+            Caller::Agent,
+        )
+        .await
+        .map_err(|e| (e, Some(parsed.method.into_owned())))
+    }
+
+    /// One `lsp/request`, read: the checks that need no server, then the one
+    /// host call (which routes, and finishes the checks through
+    /// [`HostCall::route`]) within the deadline.
+    #[allow(clippy::too_many_arguments)]
+    async fn forward(
+        &self,
+        session_id: &str,
+        server_id: ServerId,
+        method: &str,
+        params: Params,
+        wait: Option<Duration>,
+        cancel: CancellationToken,
+        caller: Caller,
+    ) -> Result<HostReply, GateError> {
+        let session = self
+            .sessions
+            .get(session_id)
+            .ok_or_else(|| GateError::UnknownSession(session_id.to_string()))?;
+        // The RFD's refused categories go first: they hold for every server.
+        let refusal = methods::refusal(method)
+            .filter(|r| !(caller == Caller::FileLifecycle && *r == Refusal::FileLifecycle));
+        if let Some(refusal) = refusal {
+            let refused = GateError::MethodNotForwarded {
+                method: method.to_string(),
+                refusal,
+                available: Vec::new(),
+            };
+            return Err(self.enrich(&session, refused).await);
+        }
+        let slot = Arc::new(Slot::default());
         let call = HostCall {
             session: Arc::clone(&session),
-            server_id: parsed.server_id.as_ref().into(),
-            method: method.clone(),
-            params: inner.map(ToOwned::to_owned),
-            documents,
+            server_id,
+            method: method.to_string(),
+            params,
+            documents: Vec::new(),
             cancel,
             wait_until_ready: wait,
+            checks: Some(Checks {
+                caller,
+                admission: Arc::clone(&self.admission),
+                slot: Arc::clone(&slot),
+            }),
         };
         // What the host logs while it serves the request (document sync, the
         // request's own line) is inside the session's span.
         let span = tracing::info_span!("session", session = %session.id());
         let forwarded = tracing::Instrument::instrument(self.host.request(call), span);
-        let outcome = match tokio::time::timeout(deadline, forwarded).await {
-            Ok(reply) => reply,
-            Err(_elapsed) => {
+        match within_deadline(forwarded, &slot, method).await {
+            Ok(reply) => Ok(reply),
+            Err(e) => Err(self.enrich(&session, e).await),
+        }
+    }
+
+    /// Adds the session's server list to the errors that carry one, and
+    /// its `availableMethods` to `method_not_forwarded`.
+    async fn enrich(&self, session: &Session, error: GateError) -> GateError {
+        match error {
+            error if error.wants_servers() => {
+                let summaries = self.summaries(session).await;
+                error.with_servers(summaries)
+            }
+            GateError::MethodNotForwarded {
+                method, refusal, ..
+            } => {
+                let servers = self.host.servers(session).await;
+                GateError::MethodNotForwarded {
+                    method,
+                    refusal,
+                    available: available_methods(&servers),
+                }
+            }
+            error => error,
+        }
+    }
+}
+
+/// Runs the host's future for one request; once the host has routed it
+/// ([`HostCall::route`] sets the deadline in `slot`), no longer than the
+/// route's deadline.
+async fn within_deadline<F>(forwarded: F, slot: &Slot, method: &str) -> Result<HostReply, GateError>
+where
+    F: Future<Output = Result<HostReply, GateError>>,
+{
+    let mut forwarded = pin!(forwarded);
+    // Armed (reset to the deadline) when the route is known; never polled before.
+    let mut timer = pin!(tokio::time::sleep(Duration::ZERO));
+    let mut deadline: Option<Duration> = None;
+    std::future::poll_fn(|cx| {
+        if let Poll::Ready(outcome) = forwarded.as_mut().poll(cx) {
+            return Poll::Ready(outcome);
+        }
+        let deadline = match deadline {
+            Some(deadline) => deadline,
+            None => match slot.deadline.get() {
+                Some(&routed) => {
+                    timer.as_mut().reset(tokio::time::Instant::now() + routed);
+                    deadline = Some(routed);
+                    routed
+                }
+                None => return Poll::Pending,
+            },
+        };
+        match timer.as_mut().poll(cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(()) => {
+                let ms = deadline.as_millis() as u64;
                 tracing::warn!(
                     limit = "request deadline",
-                    ms = deadline.as_millis() as u64,
+                    ms,
                     %method,
                     "limit hit: no answer in time"
                 );
-                Err(GateError::DeadlineExceeded {
-                    ms: deadline.as_millis() as u64,
-                })
+                Poll::Ready(Err(GateError::DeadlineExceeded { ms }))
             }
-        };
-        match outcome {
-            Ok(reply) => Ok(reply),
-            Err(e) => Err(fail(self.enrich(&session, e).await)),
         }
-    }
+    })
+    .await
+}
 
-    /// Adds the session's server list to the errors that carry one.
-    async fn enrich(&self, session: &Session, error: GateError) -> GateError {
-        if error.wants_servers() {
-            let summaries = self.summaries(session).await;
-            error.with_servers(summaries)
-        } else {
-            error
+/// The encoded response of one answer.
+fn encode(id: &RequestId, answer: Result<Vec<u8>, Failure>) -> Vec<u8> {
+    match answer {
+        Ok(response) => response,
+        Err((error, lsp_method)) => {
+            jsonrpc::encode_error(Some(id), &error.to_error_object(lsp_method.as_deref()))
         }
     }
+}
 
-    /// `method_not_forwarded`, with the session's `availableMethods`.
-    async fn not_forwarded(&self, session: &Session, method: &str, refusal: Refusal) -> GateError {
-        let servers = self.host.servers(session).await;
-        GateError::MethodNotForwarded {
-            method: method.to_string(),
-            refusal,
-            available: available_methods(&servers),
-        }
-    }
+/// A success response around a result that is valid JSON text.
+fn encode_raw_result(id: &RequestId, result: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(result.len() + id.as_json().len() + 40);
+    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+    out.extend_from_slice(id.as_json().as_bytes());
+    out.extend_from_slice(b",\"result\":");
+    out.extend_from_slice(result.as_bytes());
+    out.push(b'}');
+    out
 }
 
 /// `availableMethods` for a session with these servers: the RFD's forwarded
@@ -665,29 +694,9 @@ fn encode_request_response(id: &RequestId, reply: &HostReply) -> Vec<u8> {
     out
 }
 
-fn to_raw<T: Serialize>(value: &T) -> Result<Box<RawValue>, GateError> {
-    serde_json::value::to_raw_value(value).map_err(|e| GateError::Internal(e.to_string()))
-}
-
-fn check_command<T: JsonTree>(params: &T, route: &Route) -> Result<(), GateError> {
-    let command = params
-        .get("command")
-        .and_then(JsonTree::as_str)
-        .ok_or_else(|| {
-            GateError::InvalidParams("workspace/executeCommand needs a command".into())
-        })?;
-    if route.execute_commands.iter().any(|c| c == command) {
-        Ok(())
-    } else {
-        Err(GateError::CommandNotAllowed {
-            command: command.to_string(),
-            allowed: route.execute_commands.clone(),
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::tree::Json;
     use super::*;
 
     #[test]

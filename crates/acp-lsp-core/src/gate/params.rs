@@ -1,5 +1,5 @@
 //! The params of the gate's methods, borrowed from the request's text
-//! (parsed once, after the shape scans), and who is asking (`Caller`).
+//! (parsed once, after the shape scans).
 
 use super::*;
 
@@ -56,15 +56,6 @@ where
     D: serde::Deserializer<'de>,
 {
     <&RawValue>::deserialize(deserializer).map(Some)
-}
-
-/// Who is asking: an agent gets exactly the RFD's `availableMethods`;
-/// acp-lsp's own rename may also send the file lifecycle requests that LSP
-/// has a client send while it applies file renames.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Caller {
-    Agent,
-    FileLifecycle,
 }
 
 #[derive(Deserialize)]

@@ -19,25 +19,41 @@ const OVERSIZED_PREFIX: usize = 4096;
 pub enum LspFrame {
     /// A whole message body.
     Message(Bytes),
-    /// A body over the frame limit, drained and dropped; `prefix` is its start.
-    Oversized { declared: usize, prefix: Bytes },
+    /// A body over the frame limit, drained and dropped.
+    Oversized {
+        /// Its `Content-Length`.
+        declared: usize,
+        /// Its first bytes (enough to find the `id` of a response in).
+        prefix: Bytes,
+    },
     /// Bytes that were not a valid frame were skipped.
-    Malformed { skipped: usize, reason: FrameError },
+    Malformed {
+        /// How many.
+        skipped: usize,
+        /// Why.
+        reason: FrameError,
+    },
 }
 
 /// Why bytes were skipped.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FrameError {
+    /// The header block is longer than the limit (bytes).
     #[error("header block over {0} bytes")]
     HeaderTooLarge(usize),
+    /// More header lines than the limit.
     #[error("more than {0} header lines")]
     TooManyHeaderLines(usize),
+    /// No `Content-Length` header.
     #[error("missing Content-Length header")]
     MissingLength,
+    /// A `Content-Length` that is not a number.
     #[error("invalid Content-Length {0:?}")]
     InvalidLength(String),
+    /// A header line without a colon.
     #[error("header line without a colon")]
     InvalidHeaderLine,
+    /// The input ended inside a frame.
     #[error("stream ended inside a frame")]
     Truncated,
 }
@@ -63,6 +79,7 @@ pub struct ContentLengthCodec {
 }
 
 impl ContentLengthCodec {
+    /// A codec reading and writing frames within `limits`.
     pub fn new(limits: Limits) -> Self {
         ContentLengthCodec {
             limits,

@@ -20,11 +20,17 @@ pub const DEFAULT_MAX_INSPECTED_LINE: usize = 8 * 1024 * 1024;
 /// The limits in force, configurable as a whole.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
+    /// Largest LSP frame body accepted ([`DEFAULT_MAX_LSP_FRAME`]).
     pub max_lsp_frame: usize,
+    /// Most header lines in one LSP frame ([`DEFAULT_MAX_HEADER_LINES`]).
     pub max_header_lines: usize,
+    /// Most header bytes in one LSP frame ([`DEFAULT_MAX_HEADER_BYTES`]).
     pub max_header_bytes: usize,
+    /// Largest params of a gate request ([`DEFAULT_MAX_INTERCEPTED_PARAMS`]).
     pub max_intercepted_params: usize,
+    /// Deepest nesting of a gate request's params ([`DEFAULT_MAX_DEPTH`]).
     pub max_depth: usize,
+    /// Longest ACP line a relay buffers to inspect ([`DEFAULT_MAX_INSPECTED_LINE`]).
     pub max_inspected_line: usize,
 }
 

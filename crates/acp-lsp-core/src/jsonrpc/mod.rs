@@ -6,10 +6,17 @@
 //! re-serializes and ids are echoed byte for byte.
 
 pub mod content_length;
-pub mod depth;
 pub mod limits;
 pub mod ndjson;
+
+// The relay's raw-text tools, public only because acp-lsp's proxy is a
+// crate of its own; not the embedder's API (ARCHITECTURE.md, "Crates"), so
+// hidden from its documentation, and free to change in any release.
+#[doc(hidden)]
+pub mod depth;
+#[doc(hidden)]
 pub mod object;
+#[doc(hidden)]
 pub mod shallow;
 
 use serde::Deserialize;
@@ -71,14 +78,19 @@ impl fmt::Display for RequestId {
 /// without being allocated.
 #[derive(Debug, Default, Deserialize)]
 pub struct Envelope<'a> {
+    /// `id`, raw.
     #[serde(borrow, default)]
     pub id: Option<&'a RawValue>,
+    /// `method`.
     #[serde(borrow, default)]
     pub method: Option<Cow<'a, str>>,
+    /// `params`, raw.
     #[serde(borrow, default)]
     pub params: Option<&'a RawValue>,
+    /// `result`, raw.
     #[serde(borrow, default)]
     pub result: Option<&'a RawValue>,
+    /// `error`, raw.
     #[serde(borrow, default)]
     pub error: Option<&'a RawValue>,
 }
@@ -86,17 +98,27 @@ pub struct Envelope<'a> {
 /// What a message is, decided from its envelope.
 #[derive(Debug)]
 pub enum Kind<'a> {
+    /// A request: it gets one response.
     Request {
+        /// Its id, to echo byte for byte.
         id: RequestId,
+        /// Its method.
         method: Cow<'a, str>,
+        /// Its params, raw.
         params: Option<&'a RawValue>,
     },
+    /// A notification (also a request with `"id": null`, which cannot be answered).
     Notification {
+        /// Its method.
         method: Cow<'a, str>,
+        /// Its params, raw.
         params: Option<&'a RawValue>,
     },
+    /// A response to a request.
     Response {
+        /// The request's id.
         id: RequestId,
+        /// Its result or error.
         outcome: Outcome<'a>,
     },
 }
@@ -104,7 +126,9 @@ pub enum Kind<'a> {
 /// The outcome carried by a response.
 #[derive(Debug)]
 pub enum Outcome<'a> {
+    /// `result`, raw (`null` included).
     Result(&'a RawValue),
+    /// `error`, raw.
     Error(&'a RawValue),
 }
 
@@ -171,7 +195,9 @@ pub fn first_significant_byte(bytes: &[u8]) -> Option<u8> {
 /// A JSON-RPC error object as sent by the proxy.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct ErrorObject {
+    /// The JSON-RPC error code.
     pub code: i64,
+    /// For people.
     pub message: String,
     /// Raw, so a server's `data` inside it keeps its bytes.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -15,12 +15,20 @@ const READ_CHUNK: usize = 64 * 1024;
 pub enum LineChunk {
     /// A whole line, without its `\n`. `terminated` is false only for a last
     /// line that ended at end of input without a newline.
-    Line { bytes: Bytes, terminated: bool },
+    Line {
+        /// The line.
+        bytes: Bytes,
+        /// Whether a newline ended it.
+        terminated: bool,
+    },
     /// Part of a line longer than the inspection limit. `last` marks the piece
     /// that ends the line; `terminated` as for `Line`.
     Fragment {
+        /// This piece.
         bytes: Bytes,
+        /// The piece ends the line.
         last: bool,
+        /// Whether a newline ended the line.
         terminated: bool,
     },
     /// One or more whole lines, each with its `\n` (from
@@ -41,6 +49,7 @@ pub struct LineReader<R> {
 }
 
 impl<R: AsyncRead + Unpin> LineReader<R> {
+    /// Reads lines of `inner`; lines longer than `max_line` come in fragments.
     pub fn new(inner: R, max_line: usize) -> Self {
         LineReader {
             inner,
