@@ -122,7 +122,9 @@ fn is_usage(error: &anyhow::Error) -> bool {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match run(cli) {
+    let outcome = run(cli);
+    acp_lsp::lsp::process::release_orphan_guardian();
+    match outcome {
         Ok(code) => code,
         // The one place errors reach people: each cause once, no backtrace.
         Err(error) => {
@@ -244,6 +246,7 @@ fn run_proxy(
         None
     };
     let code = runtime.block_on(proxy(config, shared, recorder, lsp, lazy, mcp, agent))?;
+    acp_lsp::lsp::process::release_orphan_guardian();
     std::process::exit(code);
 }
 
@@ -585,7 +588,7 @@ async fn proxy(
         gate,
         acp_lsp::acp::stdio::editor_input(),
         acp_lsp::acp::stdio::editor_output(),
-        acp_lsp::acp::writer::Output::shared(Arc::new(agent_in)),
+        agent_in.output(),
         agent_out,
         RelayOptions {
             lsp_mode,

@@ -1,24 +1,16 @@
-//! Every call into `libc`, behind safe wrappers: signals to processes and
-//! process groups, the parent-death signal of a child, descriptor flags,
-//! the page size, the effective uid, kernel randomness, descriptors passed
-//! over a Unix socket. Nothing else in this crate names `libc`
-//! (`tests/tidy.rs` checks; the gate's path lookups are in `acp_lsp_core`'s
-//! own `sys`), so each `unsafe` block and its `// SAFETY:` reasoning lives
-//! here, once.
+//! The `libc` calls of Linux and macOS, behind safe wrappers: signals to
+//! processes and process groups, the parent-death signal of a child (Linux),
+//! descriptor flags, the page size, the effective uid, descriptors passed
+//! over a Unix socket, where an open descriptor really is, a process's
+//! resident memory.
 
+use super::Signal;
 use std::io;
 use std::os::fd::RawFd;
 use tokio::process::Command;
 
 /// A process or process-group id.
 pub type Pid = libc::pid_t;
-
-/// The signals acp-lsp sends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Signal {
-    Term,
-    Kill,
-}
 
 impl Signal {
     fn raw(self) -> libc::c_int {
@@ -93,6 +85,7 @@ pub(crate) fn is_nonblocking(fd: RawFd) -> Option<bool> {
 }
 
 /// The size of a memory page in bytes.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 pub(crate) fn page_size() -> Option<u64> {
     // SAFETY: sysconf has no preconditions and touches no memory of ours.
     let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
@@ -105,28 +98,84 @@ pub(crate) fn effective_uid() -> u32 {
     unsafe { libc::geteuid() }
 }
 
-/// Fills `bytes` from the kernel's random source (`getrandom(2)`).
-pub(crate) fn fill_random(bytes: &mut [u8]) -> io::Result<()> {
-    let mut filled = 0;
-    while filled < bytes.len() {
-        // SAFETY: the pointer and length describe the unfilled tail of `bytes`.
-        let n = unsafe {
-            libc::getrandom(bytes[filled..].as_mut_ptr().cast(), bytes.len() - filled, 0)
-        };
-        if n < 0 {
-            let error = io::Error::last_os_error();
-            if error.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(error);
-        }
-        filled += n as usize;
+/// A name for this user in file names: the effective uid.
+pub(crate) fn user_tag() -> String {
+    effective_uid().to_string()
+}
+
+/// Where the open `file` really is: its `/proc/self/fd` link on Linux, the
+/// kernel's name for the descriptor (`fcntl(F_GETPATH)`) on macOS; `None`
+/// where neither answers (the caller then checks another way).
+pub(crate) fn real_path_of(file: &std::fs::File) -> Option<std::path::PathBuf> {
+    use std::os::fd::AsRawFd;
+    #[cfg(target_os = "linux")]
+    {
+        std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())).ok()
     }
-    Ok(())
+    #[cfg(target_os = "macos")]
+    {
+        use std::ffi::{CStr, OsStr};
+        use std::os::unix::ffi::OsStrExt;
+        let mut buffer = [0 as libc::c_char; libc::PATH_MAX as usize];
+        // SAFETY: F_GETPATH writes at most MAXPATHLEN (== PATH_MAX) bytes,
+        // NUL-terminated, into the buffer it is given, which has that size;
+        // the descriptor is borrowed for the call.
+        let rc = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GETPATH, buffer.as_mut_ptr()) };
+        if rc == -1 {
+            return None;
+        }
+        // SAFETY: on success the kernel wrote a NUL-terminated string into `buffer`.
+        let name = unsafe { CStr::from_ptr(buffer.as_ptr()) };
+        let bytes = name.to_bytes();
+        bytes
+            .starts_with(b"/")
+            .then(|| std::path::PathBuf::from(OsStr::from_bytes(bytes)))
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "macos")))]
+    {
+        let _ = file.as_raw_fd();
+        None
+    }
+}
+
+/// The resident memory of process `pid` in bytes: `/proc/<pid>/statm` on
+/// Linux, `proc_pidinfo(PROC_PIDTASKINFO)` on macOS.
+pub(crate) fn resident_memory(pid: u32) -> Option<u64> {
+    #[cfg(target_os = "linux")]
+    {
+        let statm = std::fs::read_to_string(format!("/proc/{pid}/statm")).ok()?;
+        let pages: u64 = statm.split_ascii_whitespace().nth(1)?.parse().ok()?;
+        Some(pages.saturating_mul(page_size()?))
+    }
+    #[cfg(target_os = "macos")]
+    {
+        let pid = libc::c_int::try_from(pid).ok()?;
+        // SAFETY: proc_taskinfo is plain integers; zeroed is a valid value.
+        let mut info: libc::proc_taskinfo = unsafe { std::mem::zeroed() };
+        let size = std::mem::size_of::<libc::proc_taskinfo>() as libc::c_int;
+        // SAFETY: the pointer and size describe `info`, which the call fills.
+        let n = unsafe {
+            libc::proc_pidinfo(
+                pid,
+                libc::PROC_PIDTASKINFO,
+                0,
+                (&mut info as *mut libc::proc_taskinfo).cast(),
+                size,
+            )
+        };
+        (n == size).then_some(info.pti_resident_size)
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "macos")))]
+    {
+        let _ = pid;
+        None
+    }
 }
 
 /// Arranges for the child `command` starts to get `signal` when the thread
-/// that spawned it exits (Linux's `PR_SET_PDEATHSIG`; nothing elsewhere).
+/// that spawned it exits (Linux's `PR_SET_PDEATHSIG`). macOS has no such
+/// thing: there the orphan guardian (`lsp::process::guardian`), which kills
+/// every listed group leader included, is what ends a killed proxy's children.
 /// If this process is already gone by the time the child has set it, the
 /// child does not run: the spawn fails with `ESRCH`.
 pub(crate) fn set_parent_death_signal(command: &mut Command, signal: Signal) {
@@ -350,14 +399,6 @@ mod tests {
         assert!(is_no_such_process(
             &kill(Pid::MAX, Signal::Term).unwrap_err()
         ));
-    }
-
-    #[test]
-    fn random_bytes_differ() {
-        let (mut a, mut b) = ([0u8; 16], [0u8; 16]);
-        fill_random(&mut a).unwrap();
-        fill_random(&mut b).unwrap();
-        assert_ne!(a, b);
     }
 
     #[test]
