@@ -124,7 +124,7 @@ fn prune_dir(dir: &Path) {
 fn kind_of(program: &Path) -> Option<&'static str> {
     if clangd::is_clangd(program) {
         Some("clangd")
-    } else if program.file_name().is_some_and(|n| n == "rust-analyzer") {
+    } else if super::detect::program_name(program) == Some("rust-analyzer") {
         Some("rust-analyzer")
     } else {
         None

@@ -137,10 +137,11 @@ impl McpSocket {
             );
         }
         let dir = std::env::temp_dir().join(format!("{DIR_PREFIX}{}-{random}", std::process::id()));
-        let mut private = std::fs::DirBuilder::new();
         #[cfg(unix)]
-        std::os::unix::fs::DirBuilderExt::mode(&mut private, 0o700);
-        private.create(&dir)?;
+        std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o700)
+            .create(&dir)?;
+        #[cfg(windows)]
+        std::fs::create_dir(&dir)?;
         let path = dir.join("mcp.sock");
         let listener = match Listener::bind(&path) {
             Ok(listener) => listener,
@@ -450,6 +451,7 @@ mod tests {
         assert_eq!(stale_dir_pid("other-42-0123456789abcdef"), None);
     }
 
+    #[cfg(unix)]
     #[test]
     fn removes_directories_of_dead_proxies_only() {
         let tmp = tempfile::tempdir().expect("tempdir");

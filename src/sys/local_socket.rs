@@ -34,7 +34,7 @@ mod unix {
 
     impl Listener {
         /// Listens at `path` (which must not exist).
-        pub(crate) fn bind(path: &Path) -> io::Result<Listener> {
+        pub(crate) fn bind(path: impl AsRef<Path>) -> io::Result<Listener> {
             tokio::net::UnixListener::bind(path).map(Listener)
         }
 
@@ -58,7 +58,7 @@ mod unix {
     }
 
     /// Connects to the listener at `path`.
-    pub(crate) async fn connect(path: &Path) -> io::Result<Stream> {
+    pub(crate) async fn connect(path: impl AsRef<Path>) -> io::Result<Stream> {
         tokio::net::UnixStream::connect(path).await
     }
 
@@ -101,14 +101,14 @@ mod windows {
     }
 
     /// A connected local socket: our end of a named pipe.
-    pub(crate) enum Stream {
+    pub enum Stream {
         Served(NamedPipeServer),
         Connected(NamedPipeClient),
     }
     /// Its reading half (`Stream::into_split`).
-    pub(crate) type ReadHalf = tokio::io::ReadHalf<Stream>;
+    pub type ReadHalf = tokio::io::ReadHalf<Stream>;
     /// Its writing half.
-    pub(crate) type WriteHalf = tokio::io::WriteHalf<Stream>;
+    pub type WriteHalf = tokio::io::WriteHalf<Stream>;
 
     impl Stream {
         /// Reading and writing halves, usable from two tasks.
@@ -170,8 +170,8 @@ mod windows {
 
     impl Listener {
         /// Listens on the pipe named for `path`; fails if that pipe exists.
-        pub(crate) fn bind(path: &Path) -> io::Result<Listener> {
-            let name = pipe_name(path);
+        pub(crate) fn bind(path: impl AsRef<Path>) -> io::Result<Listener> {
+            let name = pipe_name(path.as_ref());
             let security = PipeSecurity::for_this_user()?;
             let first = create(&name, &security, true)?;
             Ok(Listener {
@@ -208,8 +208,8 @@ mod windows {
 
     /// Connects to the pipe named for `path`, waiting out a busy pipe up to
     /// [`PIPE_BUSY_WAIT`]; refused if another user serves it.
-    pub(crate) async fn connect(path: &Path) -> io::Result<Stream> {
-        let name = pipe_name(path);
+    pub(crate) async fn connect(path: impl AsRef<Path>) -> io::Result<Stream> {
+        let name = pipe_name(path.as_ref());
         let deadline = tokio::time::Instant::now() + PIPE_BUSY_WAIT;
         let client = loop {
             match ClientOptions::new().open(&name) {

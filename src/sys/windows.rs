@@ -45,6 +45,10 @@ const KILLED_EXIT_CODE: u32 = 0xC000_013A;
 /// (see [`Job::adopt_suspended`]).
 pub(crate) const CHILD_CREATION_FLAGS: u32 = CREATE_NO_WINDOW | CREATE_SUSPENDED;
 
+/// For a short-lived child that needs no tree of its own (a start check):
+/// no console window.
+pub(crate) const NO_WINDOW: u32 = CREATE_NO_WINDOW;
+
 /// A pid as a [`Pid`].
 pub fn pid(pid: u32) -> Option<Pid> {
     Some(pid)
