@@ -38,6 +38,16 @@ pub fn build_in(
     // `cargo run` and `cargo test` tell their children which cargo they are.
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut command = Command::new(cargo);
+    // What cargo sets for the running test or example (`CARGO_PKG_NAME`,
+    // `CARGO_MANIFEST_DIR`, `OUT_DIR`…) is not this cargo's to see: build
+    // scripts that declare `rerun-if-env-changed` on those names (ring does)
+    // would rerun, and everything above them rebuild, on every call, and then
+    // again in the next plain `cargo test`.
+    for (name, _) in std::env::vars_os() {
+        if name.to_str().is_some_and(set_for_the_running_crate) {
+            command.env_remove(name);
+        }
+    }
     command
         .current_dir(manifest_dir)
         .arg("build")
@@ -97,6 +107,25 @@ pub fn build_in(
         }
     }
     Ok(executables)
+}
+
+/// Whether cargo sets the variable `name` for the crate it runs (a test, an
+/// example, a build script), rather than taking it from the user.
+fn set_for_the_running_crate(name: &str) -> bool {
+    const PREFIXES: &[&str] = &[
+        "CARGO_PKG_",
+        "CARGO_MANIFEST_",
+        "CARGO_CRATE_",
+        "CARGO_BIN_",
+        "CARGO_CFG_",
+    ];
+    const NAMES: &[&str] = &[
+        "CARGO_PRIMARY_PACKAGE",
+        "CARGO_TARGET_TMPDIR",
+        "CARGO_RUSTC_CURRENT_DIR",
+        "OUT_DIR",
+    ];
+    PREFIXES.iter().any(|prefix| name.starts_with(prefix)) || NAMES.contains(&name)
 }
 
 /// The cargo profile of the running executable, from where cargo put it:
