@@ -37,6 +37,7 @@ pub use self::windows::{kill, pid, Pid};
 
 pub(crate) mod local_socket;
 pub(crate) mod places;
+pub mod signals;
 
 /// The signals acp-lsp sends. On Windows there is no way to ask a process
 /// without a console of ours to end: `Term` ends its tree as `Kill` does,

@@ -83,7 +83,7 @@ pub async fn run(config: Config, paths: Paths) -> io::Result<Outcome> {
         paths: paths.clone(),
         panic_on: std::env::var(TEST_PANIC_ENV).ok().filter(|m| !m.is_empty()),
     });
-    let mut signals = crate::agent_process::Signals::install()?;
+    let mut signals = crate::sys::signals::Signals::install()?;
     let mut tick = tokio::time::interval(IDLE_CHECK_INTERVAL);
     // Every connection's task: served until the daemon ends, then aborted.
     let mut connections = JoinSet::new();
