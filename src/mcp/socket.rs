@@ -235,7 +235,8 @@ async fn serve_connection(
         session = session.as_deref().unwrap_or("(pending)"),
         "MCP connection admitted"
     );
-    let tools = LspTools::new(gate, lease, editor, ready_wait);
+    // A tool that panics is answered, not left waiting (`isolated`).
+    let tools = Isolated(LspTools::new(gate, lease, editor, ready_wait));
     let reader = std::io::Cursor::new(rest).chain(read);
     match tools.serve((reader, write)).await {
         Ok(running) => {
