@@ -76,7 +76,7 @@ pub(crate) fn set_nonblocking(fd: RawFd) -> bool {
 
 /// Whether a descriptor's open file description is non-blocking (`None`
 /// if the descriptor is not open).
-#[cfg(test)]
+#[cfg(all(test, target_os = "linux"))]
 pub(crate) fn is_nonblocking(fd: RawFd) -> Option<bool> {
     // SAFETY: F_GETFL only reads the descriptor's flags; a descriptor that is
     // not open gives -1 (EBADF).
