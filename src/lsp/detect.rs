@@ -775,7 +775,15 @@ mod tests {
                 .unwrap_or_else(|e| panic!("{e}"));
         }
         let tool_str = tool.display().to_string();
+        #[cfg(unix)]
         assert_eq!(find_on_path(&tool_str), Some(tool.clone()));
+        // Windows: no mode bits; `bin/tool` names `bin/tool.cmd` through PATHEXT.
+        #[cfg(windows)]
+        {
+            let shim = dir.path().join("bin/tool.cmd");
+            std::fs::write(&shim, "@echo off\r\n").unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(find_on_path(&tool_str), Some(shim));
+        }
         #[cfg(unix)]
         {
             let plain = dir.path().join("bin/plain").display().to_string();

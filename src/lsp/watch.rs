@@ -697,6 +697,9 @@ mod tests {
     /// A window long enough that the steps of one save fall inside it.
     const WIDE: Duration = Duration::from_millis(500);
 
+    // inotify only: FSEvents and ReadDirectoryChangesW report no close after
+    // a write (ARCHITECTURE.md "Per OS").
+    #[cfg(target_os = "linux")]
     #[tokio::test]
     async fn an_in_place_write_after_quiet_goes_on_without_the_window() {
         let mut f = fixture(WatchOptions {
