@@ -657,7 +657,11 @@ async fn terminating_the_spawning_process_kills_the_server_through_its_job() {
     };
     assert!(terminated);
     let status = reaped(&mut proxy, "stand-in proxy reaped").await;
-    assert_eq!(status.code(), Some(9), "ended by TerminateProcess, not its job");
+    assert_eq!(
+        status.code(),
+        Some(9),
+        "ended by TerminateProcess, not its job"
+    );
     assert_all_gone(&[child]).await;
 }
 
@@ -791,8 +795,9 @@ async fn a_cmd_shim_starts_and_its_arguments_cannot_inject_commands() {
     let dir = tempfile::tempdir().expect("tempdir");
     let shim = dir.path().join("echo-args.cmd");
     std::fs::write(&shim, "@echo off\r\necho ARGS %*\r\n").expect("write the shim");
-    let found = acp_lsp::lsp::detect::find_on_path(&dir.path().join("echo-args").display().to_string())
-        .expect("PATHEXT finds the .cmd");
+    let found =
+        acp_lsp::lsp::detect::find_on_path(&dir.path().join("echo-args").display().to_string())
+            .expect("PATHEXT finds the .cmd");
     assert_eq!(found, shim);
     let mut spec = SpawnSpec::new(&found, dir.path());
     spec.args = vec![
@@ -806,5 +811,8 @@ async fn a_cmd_shim_starts_and_its_arguments_cannot_inject_commands() {
     let lines: Vec<&str> = out.lines().map(str::trim).collect();
     assert_eq!(lines.len(), 1, "one line, no injected command: {out:?}");
     assert!(lines[0].starts_with("ARGS plain"), "{out:?}");
-    assert!(lines[0].contains("INJECTED"), "the argument arrived: {out:?}");
+    assert!(
+        lines[0].contains("INJECTED"),
+        "the argument arrived: {out:?}"
+    );
 }

@@ -18,13 +18,13 @@ use super::transcript::Session;
 use super::wire::{accept_bridge, Framing, Peer};
 use super::{LIVE_ANSWER_TIMEOUT, PROXY_EXIT_TIMEOUT};
 use crate::jsonrpc::object::RawObject;
+use crate::sys::local_socket::Listener;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashSet};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use crate::sys::local_socket::Listener;
 use tokio::time::Instant;
 
 /// How often a killed server is checked for having been reaped.

@@ -368,7 +368,10 @@ fn candidates(path: &Path) -> impl Iterator<Item = PathBuf> {
         if path.extension().is_some() {
             out.push(path.to_path_buf());
         }
-        for ext in exts.split(';').filter(|e| e.starts_with('.') && e.len() > 1) {
+        for ext in exts
+            .split(';')
+            .filter(|e| e.starts_with('.') && e.len() > 1)
+        {
             let mut name = path.as_os_str().to_owned();
             name.push(ext.to_ascii_lowercase());
             out.push(PathBuf::from(name));

@@ -251,7 +251,9 @@ fn missing_command_is_invalid_and_names_key() {
 
 #[test]
 fn error_display_uses_tilde() {
-    let Some(home) = super::paths::home_dir() else { return };
+    let Some(home) = super::paths::home_dir() else {
+        return;
+    };
     if home == Path::new("/") {
         return;
     }

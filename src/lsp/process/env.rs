@@ -102,7 +102,10 @@ pub(crate) const ENV_ALLOWED: &[(&str, &str)] = &[
         "DEVELOPER_DIR",
         "macOS: which Xcode or command line tools clangd and the toolchain use",
     ),
-    ("SDKROOT", "macOS: the SDK clangd and build scripts compile against"),
+    (
+        "SDKROOT",
+        "macOS: the SDK clangd and build scripts compile against",
+    ),
     (
         "SystemRoot",
         "Windows: where the system is; nothing starts without it",
@@ -127,8 +130,14 @@ pub(crate) const ENV_ALLOWED: &[(&str, &str)] = &[
     ("LOCALAPPDATA", "Windows: per-user caches"),
     ("ProgramData", "Windows: machine-wide data"),
     ("ProgramFiles", "Windows: where programs are installed"),
-    ("ProgramFiles(x86)", "Windows: the same, for 32-bit programs"),
-    ("ProgramW6432", "Windows: the same, seen from 32-bit programs"),
+    (
+        "ProgramFiles(x86)",
+        "Windows: the same, for 32-bit programs",
+    ),
+    (
+        "ProgramW6432",
+        "Windows: the same, seen from 32-bit programs",
+    ),
     ("CommonProgramFiles", "Windows: shared program files"),
     (
         "NUMBER_OF_PROCESSORS",
@@ -215,7 +224,10 @@ pub(crate) fn is_allowed_env(name: &OsStr) -> bool {
     let Some(name) = name.to_str() else {
         return false;
     };
-    if ENV_ALLOWED.iter().any(|(allowed, _)| same_name(allowed, name)) {
+    if ENV_ALLOWED
+        .iter()
+        .any(|(allowed, _)| same_name(allowed, name))
+    {
         return true;
     }
     let upper = name.to_ascii_uppercase();
