@@ -13,6 +13,7 @@ pub mod relay;
 pub mod requests;
 pub mod scale;
 pub mod shared;
+pub mod value;
 
 use std::ffi::CString;
 use std::io::BufRead;

@@ -44,6 +44,9 @@ impl Registry {
         for (_, timer) in self.idle.lock().drain() {
             timer.abort();
         }
+        for (_, install) in self.installs.lock().drain() {
+            install.abort();
+        }
         let servers = self.all_servers();
         futures::future::join_all(servers.iter().map(|s| s.stop())).await;
         let retiring: Vec<_> = self.retiring.lock().drain(..).collect();
@@ -87,6 +90,8 @@ impl Registry {
         })?;
         self.running.lock().touch(id);
         if server.status().state != ServerState::Idle {
+            // Being installed: it starts when the install is done.
+            server.start_when_installed();
             return Ok(());
         }
         let cap = self.config.max_running_servers;
