@@ -19,17 +19,24 @@
 //! The whole suite is bounded by [`SUITE_LIMIT`]: past it, a watchdog prints
 //! the table so far and exits with an error.
 
+#[cfg(unix)]
 mod support;
 
+#[cfg(unix)]
 use std::sync::mpsc;
+#[cfg(unix)]
 use std::time::{Duration, Instant};
+#[cfg(unix)]
 use support::{Table, Verdict};
 
+#[cfg(unix)]
 /// Longest the whole suite may run.
 const SUITE_LIMIT: Duration = Duration::from_secs(9 * 60 + 30);
+#[cfg(unix)]
 /// Figure 5 only starts with at least this much of the limit left.
 const REAL_SERVER_BUDGET: Duration = Duration::from_secs(200);
 
+#[cfg(unix)]
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if let Some(at) = args.iter().position(|a| a == "--scale-child") {
@@ -135,6 +142,7 @@ fn main() {
     }
 }
 
+#[cfg(unix)]
 /// One line about the machine: cores, CPU model, memory.
 fn machine() -> String {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
@@ -153,4 +161,11 @@ fn machine() -> String {
         .map_or(0.0, |kb| kb / 1024.0 / 1024.0);
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
     format!("machine: {cores} cores, {model}, {mem_gib:.1} GiB memory")
+}
+
+/// The suite measures process-level costs (pipes, process groups, /proc):
+/// Unix only. On Windows `cargo bench` builds, and says so.
+#[cfg(not(unix))]
+fn main() {
+    eprintln!("cargo bench --bench suite runs on Linux and macOS only (BENCHMARKS.md)");
 }

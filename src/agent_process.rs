@@ -16,25 +16,30 @@
 //! [`AGENT_OUTPUT_DRAIN`] to forward the agent's last output: a process that
 //! left the group but still holds the agent's stdout cannot keep the proxy
 //! alive. If the proxy itself is killed, the parent-death signal `SIGTERM`s
-//! the leader and the orphan guardian of [`crate::lsp::process`] `SIGKILL`s
-//! the group.
+//! the leader (Linux) and the orphan guardian of [`crate::lsp::process`]
+//! `SIGKILL`s the group.
+//!
+//! On Windows the agent's tree is a Job Object (`lsp::process::tree`),
+//! killed when acp-lsp closes it, however acp-lsp ends; the proxy answers
+//! Ctrl-C, Ctrl-Break and the console's closing as it answers signals on
+//! Unix; and since there is no signal to ask a process without a console
+//! of ours to end, the step after the closed stdin ends the job.
 
-use crate::acp::writer::SharedWrite;
-use crate::lsp::process::send_group_signal;
-use crate::sys::{self, Pid};
+use crate::acp::writer::Output;
+use crate::lsp::process::tree::ProcessTree;
+use crate::sys;
 use std::future::Future;
 use std::io;
-use std::io::IoSlice;
 use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
-use tokio::net::unix::pipe;
 use tokio::process::{Child, ChildStdout, Command};
-use tokio::signal::unix::{signal, Signal, SignalKind};
 
-use crate::lsp::process::guardian;
+#[cfg(unix)]
+use self::unix_stdin::{pipe_of, AgentPipe};
+#[cfg(windows)]
+use self::windows_stdin::{pipe_of, AgentPipe};
 
 /// How long the agent may take to exit after its input is closed.
 pub const AGENT_EXIT_GRACE: Duration = Duration::from_secs(5);
@@ -47,91 +52,155 @@ pub(crate) const AGENT_KILL_REAP_TIMEOUT: Duration = Duration::from_secs(5);
 /// the agent's stdout.
 pub(crate) const AGENT_OUTPUT_DRAIN: Duration = Duration::from_secs(2);
 
-/// The termination signals the proxy answers: `SIGTERM`, `SIGINT`, `SIGHUP`.
-///
-/// Installing them replaces the default action (death) for the rest of the
-/// process's life, so the proxy must keep listening until it returns.
-pub struct Signals {
-    term: Signal,
-    int: Signal,
-    hup: Signal,
-}
+pub use crate::sys::signals::Signals;
 
-impl Signals {
-    pub fn install() -> io::Result<Signals> {
-        Ok(Signals {
-            term: signal(SignalKind::terminate())?,
-            int: signal(SignalKind::interrupt())?,
-            hup: signal(SignalKind::hangup())?,
-        })
-    }
-
-    /// The next signal's name.
-    pub async fn recv(&mut self) -> &'static str {
-        tokio::select! {
-            _ = self.term.recv() => "SIGTERM",
-            _ = self.int.recv() => "SIGINT",
-            _ = self.hup.recv() => "SIGHUP",
-        }
-    }
-}
-
-/// The agent's stdin for the relay's writer, a non-blocking pipe the
-/// relay's tasks may write directly; [`AgentProcess`] can close it under
-/// their feet (writes then fail with `BrokenPipe`).
+/// The agent's stdin for the relay's writer ([`AgentStdin::output`]);
+/// [`AgentProcess`] can close it under the writer's feet (writes then fail
+/// with `BrokenPipe`).
 pub struct AgentStdin {
-    pipe: Arc<Mutex<Option<pipe::Sender>>>,
+    pipe: Arc<Mutex<Option<AgentPipe>>>,
 }
 
 impl AgentStdin {
-    /// `f` on the pipe, or `closed` once [`AgentProcess`] has closed it.
-    fn with<T>(&self, f: impl FnOnce(&pipe::Sender) -> T, closed: T) -> T {
-        match self
-            .pipe
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .as_ref()
+    /// The relay's output to the agent. On Unix a non-blocking pipe the
+    /// relay's tasks may write directly (`Output::shared`); on Windows
+    /// (anonymous pipes do no overlapped I/O) tokio's child stdin, written
+    /// by the writer task.
+    pub fn output(self) -> Output {
+        #[cfg(unix)]
         {
-            Some(stdin) => f(stdin),
-            None => closed,
+            Output::shared(Arc::new(self))
+        }
+        #[cfg(windows)]
+        {
+            Output::new(self)
         }
     }
 }
 
-impl SharedWrite for AgentStdin {
-    fn poll_write_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.with(
-            |stdin| stdin.poll_write_ready(cx),
-            Poll::Ready(Err(io::ErrorKind::BrokenPipe.into())),
-        )
+/// Unix: the agent's stdin as a non-blocking pipe on the reactor.
+#[cfg(unix)]
+mod unix_stdin {
+    use super::AgentStdin;
+    use crate::acp::writer::SharedWrite;
+    use std::io::{self, IoSlice};
+    use std::sync::PoisonError;
+    use std::task::{Context, Poll};
+
+    pub(super) type AgentPipe = tokio::net::unix::pipe::Sender;
+
+    /// The pipe made from the child's stdin.
+    pub(super) fn pipe_of(stdin: tokio::process::ChildStdin) -> io::Result<AgentPipe> {
+        AgentPipe::from_owned_fd(stdin.into_owned_fd()?)
     }
 
-    fn try_write_vectored(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        self.with(
-            |stdin| stdin.try_write_vectored(bufs),
-            Err(io::ErrorKind::BrokenPipe.into()),
-        )
-    }
-
-    fn close(&self) {
-        // Closing is dropping the pipe; a second close is not an error.
-        drop(
-            self.pipe
+    impl AgentStdin {
+        /// `f` on the pipe, or `closed` once [`super::AgentProcess`] has closed it.
+        fn with<T>(&self, f: impl FnOnce(&AgentPipe) -> T, closed: T) -> T {
+            match self
+                .pipe
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
-                .take(),
-        );
+                .as_ref()
+            {
+                Some(stdin) => f(stdin),
+                None => closed,
+            }
+        }
+    }
+
+    impl SharedWrite for AgentStdin {
+        fn poll_write_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+            self.with(
+                |stdin| stdin.poll_write_ready(cx),
+                Poll::Ready(Err(io::ErrorKind::BrokenPipe.into())),
+            )
+        }
+
+        fn try_write_vectored(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+            self.with(
+                |stdin| stdin.try_write_vectored(bufs),
+                Err(io::ErrorKind::BrokenPipe.into()),
+            )
+        }
+
+        fn close(&self) {
+            // Closing is dropping the pipe; a second close is not an error.
+            drop(
+                self.pipe
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .take(),
+            );
+        }
+    }
+}
+
+/// Windows: tokio's child stdin, behind the same closable slot.
+#[cfg(windows)]
+mod windows_stdin {
+    use super::AgentStdin;
+    use std::io;
+    use std::pin::Pin;
+    use std::sync::PoisonError;
+    use std::task::{Context, Poll};
+    use tokio::io::AsyncWrite;
+
+    pub(super) type AgentPipe = tokio::process::ChildStdin;
+
+    pub(super) fn pipe_of(stdin: tokio::process::ChildStdin) -> io::Result<AgentPipe> {
+        Ok(stdin)
+    }
+
+    impl AgentStdin {
+        fn poll_with<T>(
+            &self,
+            f: impl FnOnce(Pin<&mut AgentPipe>) -> Poll<io::Result<T>>,
+        ) -> Poll<io::Result<T>> {
+            let mut slot = self.pipe.lock().unwrap_or_else(PoisonError::into_inner);
+            match slot.as_mut() {
+                Some(stdin) => f(Pin::new(stdin)),
+                None => Poll::Ready(Err(io::ErrorKind::BrokenPipe.into())),
+            }
+        }
+    }
+
+    impl AsyncWrite for AgentStdin {
+        fn poll_write(
+            self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+            buf: &[u8],
+        ) -> Poll<io::Result<usize>> {
+            self.poll_with(|stdin| stdin.poll_write(cx, buf))
+        }
+
+        fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+            self.poll_with(|stdin| stdin.poll_flush(cx))
+        }
+
+        fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+            // Closing is dropping the pipe; a second close is not an error.
+            drop(
+                self.pipe
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .take(),
+            );
+            Poll::Ready(Ok(()))
+        }
     }
 }
 
 /// The running agent.
 pub struct AgentProcess {
     child: Child,
-    /// Its process group id, equal to the leader's pid.
-    pgid: Pid,
+    /// The leader's pid.
+    pid: u32,
+    /// Its tree: its process group (id = pid), or its job.
+    tree: ProcessTree,
     /// Set once the leader has been reaped (its group id is then no longer ours).
     status: Option<ExitStatus>,
-    stdin: Arc<Mutex<Option<pipe::Sender>>>,
+    stdin: Arc<Mutex<Option<AgentPipe>>>,
 }
 
 impl AgentProcess {
@@ -147,25 +216,28 @@ impl AgentProcess {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            .process_group(0);
+            .kill_on_drop(true);
         // Linux SIGTERMs the agent if the proxy dies, even by `kill -9`.
-        sys::set_parent_death_signal(&mut command, sys::Signal::Term);
+        ProcessTree::prepare(&mut command, sys::Signal::Term);
         let mut child = command.spawn()?;
         let pid = child
             .id()
             .expect("BUG: a child that was just spawned has a pid");
-        let pgid = sys::pid(pid).expect("BUG: a pid fits in pid_t");
+        let tree = ProcessTree::adopt(&child)?;
         let stdin = child.stdin.take().expect("BUG: agent stdin is piped");
-        let stdin = pipe::Sender::from_owned_fd(stdin.into_owned_fd()?)?;
+        let stdin = pipe_of(stdin)?;
         let stdout = child.stdout.take().expect("BUG: agent stdout is piped");
-        guardian::watch(pgid);
-        tracing::debug!(pid, program, "started the agent in its own process group");
+        tracing::debug!(
+            pid,
+            program,
+            "started the agent in a process tree of its own"
+        );
         let pipe = Arc::new(Mutex::new(Some(stdin)));
         Ok((
             AgentProcess {
                 child,
-                pgid,
+                pid,
+                tree,
                 status: None,
                 stdin: Arc::clone(&pipe),
             },
@@ -176,7 +248,7 @@ impl AgentProcess {
 
     /// The leader's pid (the group id).
     pub fn pid(&self) -> u32 {
-        self.pgid.unsigned_abs()
+        self.pid
     }
 
     /// Resolves when the leader exits (cancel-safe); what is left of its
@@ -274,14 +346,13 @@ impl AgentProcess {
         }
         self.status = Some(status);
         tracing::debug!(%status, "the agent exited");
-        send_group_signal(self.pgid, sys::Signal::Kill);
-        guardian::unwatch(self.pgid);
+        self.tree.leader_reaped();
     }
 
     /// Signals the group while its leader is unreaped (the id is still ours).
     fn signal_group(&self, signal: sys::Signal) {
         if self.status.is_none() {
-            send_group_signal(self.pgid, signal);
+            self.tree.signal(signal);
         }
     }
 }
@@ -289,8 +360,7 @@ impl AgentProcess {
 impl Drop for AgentProcess {
     fn drop(&mut self) {
         if self.status.is_none() {
-            send_group_signal(self.pgid, sys::Signal::Kill);
-            guardian::unwatch(self.pgid);
+            self.tree.kill_and_forget();
         }
     }
 }

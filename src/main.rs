@@ -126,7 +126,9 @@ fn is_usage(error: &anyhow::Error) -> bool {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match run(cli) {
+    let outcome = run(cli);
+    acp_lsp::lsp::process::release_orphan_guardian();
+    match outcome {
         Ok(code) => code,
         // The one place errors reach people: each cause once, no backtrace.
         Err(error) => {
@@ -301,6 +303,7 @@ fn run_proxy(
             agent,
         ))?
     };
+    acp_lsp::lsp::process::release_orphan_guardian();
     std::process::exit(code);
 }
 
@@ -708,7 +711,7 @@ async fn proxy(
         gate,
         acp_lsp::acp::stdio::editor_input(),
         acp_lsp::acp::stdio::editor_output(),
-        acp_lsp::acp::writer::Output::shared(Arc::new(agent_in)),
+        agent_in.output(),
         agent_out,
         RelayOptions {
             lsp_mode,

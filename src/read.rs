@@ -5,11 +5,14 @@
 //! Checking a path and then opening it leaves a window: a directory swapped
 //! for a symlink in between makes the open land outside the roots. So the
 //! file is opened first and the check is made on what was opened: the real
-//! path of the open descriptor (`/proc/self/fd/N`, or where there is no
-//! `/proc`, the canonical path whose device and inode must be those of the
-//! descriptor). The open is non-blocking (a FIFO with no writer would block
-//! it forever), and the descriptor's own `fstat` decides whether it is a
-//! regular file before a byte is read.
+//! path of the open descriptor (`/proc/self/fd/N` on Linux, `F_GETPATH` on
+//! macOS, `GetFinalPathNameByHandleW` on Windows; failing those, the
+//! canonical path whose device and inode must be those of the descriptor).
+//! The open is non-blocking (a FIFO with no writer would block it forever),
+//! and the descriptor's own `fstat` decides whether it is a regular file
+//! before a byte is read. On Windows a file is opened sharing every access
+//! (an editor writing it is not locked out), and a named pipe or device
+//! path never reaches the open: confinement refused it.
 //!
 //! Not `O_NOFOLLOW` or `openat2(RESOLVE_BENEATH)`: a symlink inside a root to
 //! a file inside a root is a legitimate document, and the check of where the
@@ -19,7 +22,6 @@
 
 use std::fs::File;
 use std::io::{self, Read};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 /// Why a file was not read. The reason strings go to agents (`skipped` in
@@ -89,11 +91,19 @@ pub fn read_confined_blocking(
             });
         }
     }
-    let file = match std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(crate::sys::OPEN_READ_ANYTHING)
-        .open(path)
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, crate::sys::OPEN_READ_ANYTHING);
+    #[cfg(windows)]
     {
+        use windows_share::*;
+        std::os::windows::fs::OpenOptionsExt::share_mode(
+            &mut options,
+            FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE,
+        );
+    }
+    let file = match options.open(path) {
         Ok(file) => file,
         Err(e) => return Err(open_failed(path, allowed, e)),
     };
@@ -159,14 +169,31 @@ fn open_failed(path: &Path, allowed: &dyn Fn(&Path) -> bool, error: io::Error) -
 /// Where the open descriptor's file really is. `None` when that cannot be
 /// established (the read is then refused).
 fn real_path_of(file: &File, opened: &Path) -> Option<PathBuf> {
-    use std::os::fd::AsRawFd;
-    if let Ok(real) = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())) {
+    if let Some(real) = crate::sys::real_path_of(file) {
         return Some(real);
     }
-    // No /proc: the canonical path counts only if it names the same inode.
-    let canonical = opened.canonicalize().ok()?;
-    let (held, named) = (file.metadata().ok()?, std::fs::metadata(&canonical).ok()?);
-    (held.dev() == named.dev() && held.ino() == named.ino()).then_some(canonical)
+    // The kernel did not say: the canonical path counts only if it names
+    // the same inode.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let canonical = opened.canonicalize().ok()?;
+        let (held, named) = (file.metadata().ok()?, std::fs::metadata(&canonical).ok()?);
+        (held.dev() == named.dev() && held.ino() == named.ino()).then_some(canonical)
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = opened;
+        None
+    }
+}
+
+/// The share modes of `FILE_SHARE_*` (the values are fixed by the Windows API).
+#[cfg(windows)]
+mod windows_share {
+    pub(super) const FILE_SHARE_READ: u32 = 0x1;
+    pub(super) const FILE_SHARE_WRITE: u32 = 0x2;
+    pub(super) const FILE_SHARE_DELETE: u32 = 0x4;
 }
 
 #[cfg(test)]
@@ -179,6 +206,29 @@ mod tests {
 
     #[test]
     fn reads_regular_files_inside_and_refuses_the_rest() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("src")).unwrap();
+        std::fs::write(dir.path().join("src/a.rs"), "fn a() {}\n").unwrap();
+        // The root as the OS names it (macOS: /private/var; Windows: C:\…).
+        let file = std::fs::File::open(dir.path().join("src/a.rs")).unwrap();
+        let real = crate::sys::real_path_of(&file).unwrap_or(dir.path().join("src/a.rs"));
+        let root = real.parent().unwrap().parent().unwrap().to_path_buf();
+        let read = read_confined_blocking(&root.join("src/a.rs"), &inside(&root), 100).unwrap();
+        assert_eq!(read.text, "fn a() {}\n");
+        let elsewhere = root.join("src");
+        assert!(matches!(
+            read_confined_blocking(
+                &root.join("src/a.rs"),
+                &|p: &Path| !p.starts_with(&elsewhere),
+                100
+            ),
+            Err(ReadError::OutsideRoots)
+        ));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_swapped_directory_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let base = dir.path().canonicalize().unwrap();
         let root = base.join("root");
@@ -218,6 +268,7 @@ mod tests {
         }
     }
 
+    #[cfg(unix)]
     #[test]
     fn a_fifo_is_refused_without_waiting_for_a_writer() {
         let dir = tempfile::tempdir().unwrap();

@@ -3,6 +3,9 @@
 //! and holds the agent's stdout (as Gemini CLI's relaunched node process
 //! does). Each test checks in /proc that no process of the agent's group
 //! survives the proxy, and that the MCP socket directory is gone.
+//! Unix only: Windows has no signals, and its Job Objects are tested in the
+//! proxy's unit tests and tests/process_lifecycle.rs (docs/testing.md).
+#![cfg(unix)]
 
 mod support;
 
@@ -224,4 +227,53 @@ async fn sigkill_of_the_proxy_leaves_no_process_of_the_agents_group() {
     assert!(!dirs.contains(&stale[0]), "{dirs:?}");
     drop(next.stdin.take());
     next.exits().await;
+}
+
+/// The orphan guardian (a `sh` child of the proxy) is reaped by the proxy
+/// before it exits: left to exit after the proxy, it would be a zombie of
+/// whoever inherits it, for ever where that one does not reap (a
+/// container's first process). This test process makes itself the
+/// subreaper of its descendants, so an orphaned guardian would come here
+/// and stay a zombie (tokio reaps only the children it spawned).
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn the_orphan_guardian_is_reaped_before_the_proxy_exits() {
+    // SAFETY: prctl with PR_SET_CHILD_SUBREAPER only sets a flag of this process.
+    assert_eq!(
+        unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) },
+        0
+    );
+    let mut proxy = Proxy::start(&format!("{GRANDCHILD}\n{READY}\ncat >/dev/null")).await;
+    let proxy_pid = proxy.child.id().expect("running");
+    let guardian = children_of(proxy_pid)
+        .into_iter()
+        .find(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|cmdline| String::from_utf8_lossy(&cmdline).contains("groups="))
+        })
+        .expect("the proxy's orphan guardian (a sh child reading +PGID lines)");
+    drop(proxy.stdin.take());
+    proxy.exits().await;
+    let state = std::fs::read_to_string(format!("/proc/{guardian}/stat")).ok();
+    assert!(
+        state.is_none(),
+        "the guardian {guardian} outlived the proxy: {state:?}"
+    );
+}
+
+/// The pids whose parent is `parent`, from /proc.
+#[cfg(target_os = "linux")]
+fn children_of(parent: u32) -> Vec<u32> {
+    support::procfs::all_pids()
+        .into_iter()
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|stat| {
+                    let (_, rest) = stat.rsplit_once(')')?;
+                    rest.split_ascii_whitespace().nth(1)?.parse::<u32>().ok()
+                })
+                == Some(parent)
+        })
+        .collect()
 }

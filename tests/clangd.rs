@@ -8,6 +8,9 @@
 //!
 //! The binary runs with `XDG_CACHE_HOME` in the test's temporary directory.
 //! A missing clangd or C compiler fails the tests; they never skip.
+// Unix only: it needs the Linux tools CI installs, /proc or Unix signals
+// and sockets; what runs on Windows, and why the rest does not: docs/testing.md.
+#![cfg(unix)]
 #![cfg(target_os = "linux")]
 
 mod support;

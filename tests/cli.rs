@@ -8,6 +8,9 @@
 //! is followed by a check that no process is left working in the project
 //! (servers run with the project root as their working directory). A missing
 //! clangd fails the tests with the command that installs it; they never skip.
+// Unix only: it needs the Linux tools CI installs, /proc or Unix signals
+// and sockets; what runs on Windows, and why the rest does not: docs/testing.md.
+#![cfg(unix)]
 #![cfg(target_os = "linux")]
 
 mod support;

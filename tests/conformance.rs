@@ -2,6 +2,9 @@
 //! acp-lsp with stand-in servers (no language server needed); the runner
 //! catches a gate broken on purpose, with a readable diff; and the normative
 //! half passes against acp-lsp run as a separate process with real servers.
+// Unix only: it needs the Linux tools CI installs, /proc or Unix signals
+// and sockets; what runs on Windows, and why the rest does not: docs/testing.md.
+#![cfg(unix)]
 
 use acp_lsp::conformance::replay::{replay, ReplayOptions};
 use acp_lsp::conformance::suite::{normative_all, replay_all, select};

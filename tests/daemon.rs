@@ -2,6 +2,9 @@
 //! `proxy --shared`s (each in front of a small scripted ACP agent) on one
 //! Rust project, one rust-analyzer among them; the daemon killed with
 //! SIGKILL mid-request and coming back; `daemon status`.
+// Unix only: it needs the Linux tools CI installs, /proc or Unix signals
+// and sockets; what runs on Windows, and why the rest does not: docs/testing.md.
+#![cfg(unix)]
 
 mod support;
 

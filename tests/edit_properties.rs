@@ -390,6 +390,7 @@ impl Workspace {
     }
 }
 
+#[cfg(unix)]
 #[test]
 fn confinement_refuses_writes_outside_the_roots() {
     let ws = Workspace::new();

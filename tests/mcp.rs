@@ -8,6 +8,9 @@
 //! args and env, spoken to by rmcp's child-process client.
 //!
 //! Needs rust-analyzer on `PATH`; without it the tests fail (never skip).
+// Unix only: it needs the Linux tools CI installs, /proc or Unix signals
+// and sockets; what runs on Windows, and why the rest does not: docs/testing.md.
+#![cfg(unix)]
 
 mod mcp_support;
 mod support;

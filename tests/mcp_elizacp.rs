@@ -9,6 +9,9 @@
 //!
 //! Needs `elizacp` (`cargo install --locked elizacp`) and rust-analyzer on
 //! `PATH`; without either the test fails (never skips).
+// Unix only: it needs the Linux tools CI installs, /proc or Unix signals
+// and sockets; what runs on Windows, and why the rest does not: docs/testing.md.
+#![cfg(unix)]
 
 mod support;
 

@@ -1,12 +1,20 @@
 //! Real-process tests of `acp_lsp::lsp::process`: environment sanitizing, stderr
 //! draining, kill escalation, process-group cleanup and the parent-death signal,
 //! using the `acp-lsp-fake-server` binary and plain shell commands.
+//!
+//! On Windows (run under wine in CI) the fake-server tests run too, with
+//! liveness read through `OpenProcess` instead of /proc, and the Job Object
+//! stands where the process group does: a grandchild dies with its server's
+//! job, and a killed spawner's job takes its child along. The tests that
+//! need `sh`, signals or process groups are Unix only (docs/testing.md).
 #![cfg(target_os = "linux")]
 
 mod support;
 
-use support::procfs::{alive_among, process_alive, process_group, wait_until_gone};
+#[cfg(unix)]
+use support::procfs::process_group;
 
+#[cfg(unix)]
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::sync::Once;
@@ -58,6 +66,7 @@ fn grandchild_spec(mode: &str, dir: &Path) -> (SpawnSpec, PathBuf) {
     fake_spec_naming(mode, dir, "FAKE_LSP_GRANDCHILD_PID_FILE", "grandchild.pid")
 }
 
+#[cfg(unix)]
 fn sh_spec(script: &str, dir: &Path) -> SpawnSpec {
     let mut spec = SpawnSpec::new("sh", dir);
     spec.args = vec!["-c".into(), script.into()];
@@ -101,9 +110,50 @@ async fn reaped(server: &mut ServerProcess, what: &str) -> std::process::ExitSta
         .expect("wait")
 }
 
-/// Asserts that every process of `pids` leaves /proc.
+/// Whether `pid` is a live process (a zombie is not): /proc on Unix, the
+/// exit code `OpenProcess` finds on Windows.
+fn process_alive(pid: u32) -> bool {
+    #[cfg(unix)]
+    {
+        support::procfs::process_alive(pid)
+    }
+    #[cfg(windows)]
+    {
+        use windows_sys::Win32::Foundation::{CloseHandle, STILL_ACTIVE};
+        use windows_sys::Win32::System::Threading::{
+            GetExitCodeProcess, OpenProcess, PROCESS_QUERY_LIMITED_INFORMATION,
+        };
+        // SAFETY: OpenProcess takes plain values; the handle is checked,
+        // used for one query and closed.
+        unsafe {
+            let handle = OpenProcess(PROCESS_QUERY_LIMITED_INFORMATION, 0, pid);
+            if handle.is_null() {
+                return false;
+            }
+            let mut code = 0u32;
+            let ok = GetExitCodeProcess(handle, &mut code) != 0;
+            CloseHandle(handle);
+            ok && code == STILL_ACTIVE as u32
+        }
+    }
+}
+
+/// The processes among `pids` that are still alive.
+fn alive_among(pids: &[u32]) -> Vec<u32> {
+    pids.iter().copied().filter(|p| process_alive(*p)).collect()
+}
+
+/// Asserts that every process of `pids` ends within [`GONE_TIMEOUT`].
 async fn assert_all_gone(pids: &[u32]) {
-    assert_eq!(wait_until_gone(pids, GONE_TIMEOUT).await, Vec::<u32>::new());
+    let deadline = Instant::now() + GONE_TIMEOUT;
+    loop {
+        let alive = alive_among(pids);
+        if alive.is_empty() {
+            return;
+        }
+        assert!(Instant::now() < deadline, "still alive: {alive:?}");
+        tokio::time::sleep(POLL_INTERVAL).await;
+    }
 }
 
 /// A minimal LSP client over the server's pipes.
@@ -194,6 +244,7 @@ impl Client {
     }
 }
 
+#[cfg(unix)]
 fn set_test_environment() {
     static ONCE: Once = Once::new();
     // Only this test binary's own environment changes; std serialises its
@@ -207,6 +258,7 @@ fn set_test_environment() {
     });
 }
 
+#[cfg(unix)]
 #[tokio::test]
 async fn env_is_sanitized_passthrough_kept_and_extras_applied() {
     set_test_environment();
@@ -288,6 +340,7 @@ const ALLOWED_PROBES: [(&str, &str); 12] = [
     ("GIT_ASKPASS", "/nonexistent/askpass"),
 ];
 
+#[cfg(unix)]
 fn set_carrier_environment() {
     static ONCE: Once = Once::new();
     // Only this test binary's own environment changes (see set_test_environment).
@@ -300,6 +353,7 @@ fn set_carrier_environment() {
 
 /// Issue 13, item 7: a real process printing its environment gets the
 /// allowlisted variables and none of 26 credential carriers.
+#[cfg(unix)]
 #[tokio::test]
 async fn env_is_an_allowlist_credential_carriers_never_reach_a_server() {
     set_carrier_environment();
@@ -331,6 +385,7 @@ async fn env_is_an_allowlist_credential_carriers_never_reach_a_server() {
     }
 }
 
+#[cfg(unix)]
 #[tokio::test]
 async fn stderr_flood_does_not_block_the_child() {
     const FLOOD: usize = 20_000_000;
@@ -483,6 +538,7 @@ async fn fake_server_echoes_ids_and_params_byte_for_byte() {
     );
 }
 
+#[cfg(unix)]
 #[tokio::test]
 async fn terminate_sends_sigterm_when_the_server_does_not_exit() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -507,6 +563,7 @@ async fn terminate_escalates_to_sigkill_and_clears_the_group() {
     client.initialize().await;
     let grandchild = read_pid_file(&pid_file).await;
     assert_eq!(alive_among(&[leader, grandchild]), [leader, grandchild]);
+    #[cfg(unix)]
     assert_eq!(
         process_group(grandchild),
         Some(leader),
@@ -515,8 +572,16 @@ async fn terminate_escalates_to_sigkill_and_clears_the_group() {
 
     client.shut_down().await;
     let ended = server.terminate(Duration::from_millis(100)).await;
+    // Unix: SIGTERM is ignored, SIGKILL ends it. Windows has no signal to
+    // ignore: the step after the grace ends the job.
+    #[cfg(unix)]
     assert!(
         matches!(ended, Termination::Killed(Some(status)) if status.signal() == Some(libc::SIGKILL)),
+        "{ended:?}"
+    );
+    #[cfg(windows)]
+    assert!(
+        matches!(ended, Termination::Terminated(status) if status.code() == Some(KILLED_EXIT_CODE)),
         "{ended:?}"
     );
     assert_all_gone(&[leader, grandchild]).await;
@@ -549,11 +614,58 @@ async fn kill_group_now_kills_leader_and_grandchild() {
 
     server.kill_group_now();
     let status = reaped(&mut server, "killed server is reaped").await;
+    #[cfg(unix)]
     assert_eq!(status.signal(), Some(libc::SIGKILL));
+    #[cfg(windows)]
+    assert_eq!(status.code(), Some(KILLED_EXIT_CODE));
     assert_eq!(server.try_exit_status(), Some(status));
     assert_all_gone(&[leader, grandchild]).await;
 }
 
+/// The exit code of a process whose job acp-lsp ended (`STATUS_CONTROL_C_EXIT`).
+#[cfg(windows)]
+const KILLED_EXIT_CODE: i32 = 0xC000_013A_u32 as i32;
+
+/// Windows: the spawner (a stand-in proxy that started its child through
+/// `lsp::process`) ended with `TerminateProcess`, as Task Manager or a
+/// crash would: nothing of it runs any more, yet the child dies, because
+/// the kernel closed the spawner's handle to the child's job
+/// (`JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE`).
+#[cfg(windows)]
+#[tokio::test]
+async fn terminating_the_spawning_process_kills_the_server_through_its_job() {
+    use windows_sys::Win32::Foundation::CloseHandle;
+    use windows_sys::Win32::System::Threading::{OpenProcess, TerminateProcess, PROCESS_TERMINATE};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (spec, pid_file) = fake_spec_naming(
+        "spawn_child_via_library",
+        dir.path(),
+        "FAKE_LSP_CHILD_PID_FILE",
+        "child.pid",
+    );
+    let (mut proxy, _io) = ServerProcess::spawn("stand-in proxy", &spec).expect("spawn");
+    let proxy_pid = proxy.pid().expect("running");
+    let child = read_pid_file(&pid_file).await;
+    assert!(process_alive(child));
+    // SAFETY: plain values; the handle is checked, used once and closed.
+    let terminated = unsafe {
+        let handle = OpenProcess(PROCESS_TERMINATE, 0, proxy_pid);
+        assert!(!handle.is_null(), "open the stand-in proxy");
+        let ok = TerminateProcess(handle, 9) != 0;
+        CloseHandle(handle);
+        ok
+    };
+    assert!(terminated);
+    let status = reaped(&mut proxy, "stand-in proxy reaped").await;
+    assert_eq!(
+        status.code(),
+        Some(9),
+        "ended by TerminateProcess, not its job"
+    );
+    assert_all_gone(&[child]).await;
+}
+
+#[cfg(unix)]
 #[tokio::test]
 async fn sigkill_of_the_spawning_process_kills_the_server() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -671,4 +783,36 @@ async fn server_requests_must_be_answered_before_other_requests() {
         .filter(|line| line.contains("\"fake-"))
         .count();
     assert_eq!(answers, 3, "the three answers were logged");
+}
+
+/// Windows: a language server installed by npm is a `.cmd` shim. It starts
+/// (through `cmd.exe`, which Rust's `Command` runs for a `.cmd`), and an
+/// argument holding `cmd.exe`'s own syntax reaches it as one argument
+/// instead of running a command of its own (the BatBadBut injection).
+#[cfg(windows)]
+#[tokio::test]
+async fn a_cmd_shim_starts_and_its_arguments_cannot_inject_commands() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let shim = dir.path().join("echo-args.cmd");
+    std::fs::write(&shim, "@echo off\r\necho ARGS %*\r\n").expect("write the shim");
+    let found =
+        acp_lsp::lsp::detect::find_on_path(&dir.path().join("echo-args").display().to_string())
+            .expect("PATHEXT finds the .cmd");
+    assert_eq!(found, shim);
+    let mut spec = SpawnSpec::new(&found, dir.path());
+    spec.args = vec![
+        "plain".into(),
+        "with space".into(),
+        "a&echo INJECTED".into(),
+    ];
+    let (mut server, io) = ServerProcess::spawn("shim", &spec).expect("spawn the .cmd");
+    let out = read_all_output(io, "the shim's output ends").await;
+    reaped(&mut server, "the shim exits").await;
+    let lines: Vec<&str> = out.lines().map(str::trim).collect();
+    assert_eq!(lines.len(), 1, "one line, no injected command: {out:?}");
+    assert!(lines[0].starts_with("ARGS plain"), "{out:?}");
+    assert!(
+        lines[0].contains("INJECTED"),
+        "the argument arrived: {out:?}"
+    );
 }

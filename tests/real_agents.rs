@@ -19,6 +19,9 @@
 //! Each agent runs with the default `--mcp auto` (all three take the HTTP entry)
 //! and with `--mcp stdio`. Needs node, pyright-langserver and
 //! `npm ci --prefix tests/agents`; without them the tests fail (never skip).
+// Unix only: it needs the Linux tools CI installs, /proc or Unix signals
+// and sockets; what runs on Windows, and why the rest does not: docs/testing.md.
+#![cfg(unix)]
 
 mod support;
 

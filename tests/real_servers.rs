@@ -7,6 +7,9 @@
 //! One test per server: rust-analyzer, clangd, pyright and
 //! typescript-language-server. A missing server fails the test with the command
 //! that installs it; these tests never skip.
+// Unix only: it needs the Linux tools CI installs, /proc or Unix signals
+// and sockets; what runs on Windows, and why the rest does not: docs/testing.md.
+#![cfg(unix)]
 #![cfg(target_os = "linux")]
 
 mod support;

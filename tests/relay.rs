@@ -1007,6 +1007,7 @@ async fn execute_command_is_refused_unless_on_the_routes_allowlist() {
 // 6. URI confinement
 // ---------------------------------------------------------------------------
 
+#[cfg(unix)]
 #[tokio::test]
 async fn uris_outside_the_session_roots_are_refused() {
     let tmp = tempfile::tempdir().unwrap();

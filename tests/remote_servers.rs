@@ -3,6 +3,9 @@
 //! Unix socket or a WebSocket, running in *another copy* of the project so
 //! that `path_map` has to translate every URI. Driven through the gate as
 //! an agent would; a missing pyright fails the test, nothing skips.
+// Unix only: it needs the Linux tools CI installs, /proc or Unix signals
+// and sockets; what runs on Windows, and why the rest does not: docs/testing.md.
+#![cfg(unix)]
 #![cfg(target_os = "linux")]
 
 mod support;

@@ -8,6 +8,9 @@
 //! Fixtures are copied from `tests/projects/` into a temporary directory
 //! first. A missing server or tool fails the test with the command that
 //! installs it; these tests never skip.
+// Unix only: it needs the Linux tools CI installs, /proc or Unix signals
+// and sockets; what runs on Windows, and why the rest does not: docs/testing.md.
+#![cfg(unix)]
 #![cfg(target_os = "linux")]
 
 mod support;

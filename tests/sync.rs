@@ -9,6 +9,9 @@
 //!
 //! Every asynchronous effect is awaited by polling the fake's log (it logs
 //! every message it receives, in order) under [`LOG_TIMEOUT`].
+// Unix only: it needs the Linux tools CI installs, /proc or Unix signals
+// and sockets; what runs on Windows, and why the rest does not: docs/testing.md.
+#![cfg(unix)]
 #![cfg(target_os = "linux")]
 
 mod support;

@@ -9,39 +9,55 @@
 //! same pipe: only that one is made non-blocking, so the description the
 //! editor (or a shell) may share with us keeps its flags. Anything else (a
 //! terminal, a file, a socket, no `/proc`) keeps tokio's standard streams.
+//! macOS has no `/proc/self/fd`: there `/dev/fd/N` would `dup` the
+//! descriptor (the same open file description), so stdin and stdout stay
+//! on the blocking pool. So does Windows, whose anonymous pipes do no
+//! overlapped I/O.
 
 use super::writer::Output;
+#[cfg(target_os = "linux")]
 use std::io;
+#[cfg(target_os = "linux")]
 use std::os::fd::RawFd;
+#[cfg(target_os = "linux")]
 use std::path::Path;
+#[cfg(target_os = "linux")]
 use std::sync::Arc;
+#[cfg(target_os = "linux")]
 use tokio::net::unix::pipe;
 use tokio_util::either::Either;
 
 /// What the relay reads the editor from.
+#[cfg(target_os = "linux")]
 pub type EditorInput = Either<pipe::Receiver, tokio::io::Stdin>;
+/// What the relay reads the editor from (the blocking pool's stdin).
+#[cfg(not(target_os = "linux"))]
+pub type EditorInput = Either<tokio::io::Stdin, tokio::io::Stdin>;
 
 /// Standard input, on the reactor when it is a pipe. Call inside a runtime.
 pub fn editor_input() -> EditorInput {
-    match pipe_receiver(0) {
-        Some(pipe) => Either::Left(pipe),
-        None => Either::Right(tokio::io::stdin()),
+    #[cfg(target_os = "linux")]
+    if let Some(pipe) = pipe_receiver(0) {
+        return Either::Left(pipe);
     }
+    Either::Right(tokio::io::stdin())
 }
 
 /// Standard output: a pipe on the reactor, written directly by the task
 /// that has a line for the editor when nothing is queued before it
 /// ([`super::writer`]). Call inside a runtime.
 pub fn editor_output() -> Output {
-    match pipe_sender(1) {
-        Some(pipe) => Output::shared(Arc::new(pipe)),
-        None => Output::new(tokio::io::stdout()),
+    #[cfg(target_os = "linux")]
+    if let Some(pipe) = pipe_sender(1) {
+        return Output::shared(Arc::new(pipe));
     }
+    Output::new(tokio::io::stdout())
 }
 
 /// Opens `fd` anew through `/proc/self/fd/N` with `open` (tokio's pipe
 /// options: non-blocking, and refusing anything but a FIFO); `None` if it
 /// is not a pipe or cannot be reopened.
+#[cfg(target_os = "linux")]
 fn reopen<T>(fd: RawFd, open: impl FnOnce(&Path) -> io::Result<T>) -> Option<T> {
     open(Path::new(&format!("/proc/self/fd/{fd}")))
         .inspect_err(|e| tracing::debug!(fd, error = %e, "not a pipe: on the blocking pool"))
@@ -49,16 +65,18 @@ fn reopen<T>(fd: RawFd, open: impl FnOnce(&Path) -> io::Result<T>) -> Option<T> 
 }
 
 /// The read end `fd` opened anew, non-blocking.
+#[cfg(target_os = "linux")]
 fn pipe_receiver(fd: RawFd) -> Option<pipe::Receiver> {
     reopen(fd, |path| pipe::OpenOptions::new().open_receiver(path))
 }
 
 /// The write end `fd` opened anew, non-blocking.
+#[cfg(target_os = "linux")]
 fn pipe_sender(fd: RawFd) -> Option<pipe::Sender> {
     reopen(fd, |path| pipe::OpenOptions::new().open_sender(path))
 }
 
-#[cfg(test)]
+#[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;
     use std::io::Write;

@@ -18,13 +18,13 @@ use super::transcript::Session;
 use super::wire::{accept_bridge, Framing, Peer};
 use super::{LIVE_ANSWER_TIMEOUT, PROXY_EXIT_TIMEOUT};
 use crate::jsonrpc::object::RawObject;
+use crate::sys::local_socket::Listener;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashSet};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use tokio::net::UnixListener;
 use tokio::time::Instant;
 
 /// How often a killed server is checked for having been reaped.
@@ -60,7 +60,7 @@ enum Side {
 struct Live {
     editor: Peer,
     agent: Option<Peer>,
-    agent_listener: Option<UnixListener>,
+    agent_listener: Option<Listener>,
     bindings: Bindings,
     acp_lsp_ids: bool,
     /// Requests the script sent that have no response yet: (side, id).
@@ -103,7 +103,7 @@ pub async fn drive(
     copy_workspace(&scenario.workspace(), root, &root_text)
         .map_err(|e| Failure::new(None, format!("copying the workspace: {e}")))?;
     let agent_socket = temp.join("agent.sock");
-    let agent_listener = UnixListener::bind(&agent_socket)
+    let agent_listener = Listener::bind(&agent_socket)
         .map_err(|e| Failure::new(None, format!("binding the agent socket: {e}")))?;
     let config = temp.join("acp-lsp.toml");
     let text = super::fixture::config_with_defaults(&scenario.meta.config)
@@ -207,7 +207,7 @@ impl Live {
     fn new(
         editor: Peer,
         agent: Option<Peer>,
-        agent_listener: Option<UnixListener>,
+        agent_listener: Option<Listener>,
         root: &str,
         acp_lsp_ids: bool,
     ) -> Live {
@@ -492,7 +492,7 @@ impl Live {
                     more = self.editor.inbox.more(deadline), if editor_open => more.then_some(Side::Editor),
                     // The agent may connect while we wait.
                     accepted = tokio::time::timeout_at(deadline, listener.accept()) => {
-                        let Ok(Ok((stream, _))) = accepted else { return false };
+                        let Ok(Ok(stream)) = accepted else { return false };
                         let (read, write) = stream.into_split();
                         let mut read = tokio::io::BufReader::new(read);
                         let mut hello = String::new();

@@ -17,13 +17,13 @@ use super::wire::{accept_bridge, Framing, Hello, Peer};
 use super::{ConformanceError, PROXY_EXIT_TIMEOUT};
 use crate::jsonrpc::object::RawObject;
 use crate::lsp::config::Config;
+use crate::sys::local_socket::Listener;
 use serde_json::value::RawValue;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
-use tokio::net::UnixListener;
 use tokio::time::Instant;
 
 /// How to replay.
@@ -70,8 +70,8 @@ struct Replay<'s> {
     editor: Peer,
     editor_open: bool,
     agent: Option<Peer>,
-    agent_listener: UnixListener,
-    listeners: HashMap<String, UnixListener>,
+    agent_listener: Listener,
+    listeners: HashMap<String, Listener>,
     /// Accepted bridges not yet claimed by a `spawn` line, per server name.
     pool: HashMap<String, Vec<(Hello, Peer)>>,
     stands: HashMap<String, Stand>,
@@ -123,11 +123,11 @@ pub async fn replay(
     std::fs::write(&config_path, config).map_err(ConformanceError::io("writing the config"))?;
 
     let agent_socket = sockets.join("agent.sock");
-    let agent_listener = UnixListener::bind(&agent_socket)
-        .map_err(ConformanceError::io("binding the agent socket"))?;
+    let agent_listener =
+        Listener::bind(&agent_socket).map_err(ConformanceError::io("binding the agent socket"))?;
     let mut listeners = HashMap::new();
     for name in &names {
-        let listener = UnixListener::bind(sockets.join(format!("{name}.sock")))
+        let listener = Listener::bind(sockets.join(format!("{name}.sock")))
             .map_err(ConformanceError::io("binding a server socket"))?;
         listeners.insert(name.clone(), listener);
     }

@@ -201,7 +201,7 @@ pub struct Hello {
 /// the socket, after a [`Hello`] line. Ends when the socket closes (the
 /// stand-in "exits"); stdin's end half-closes the socket.
 pub async fn bridge(socket: &Path) -> std::io::Result<()> {
-    let stream = tokio::net::UnixStream::connect(socket).await?;
+    let stream = crate::sys::local_socket::connect(socket).await?;
     let (mut from_socket, mut to_socket) = stream.into_split();
     let hello = Hello {
         pid: std::process::id(),
@@ -231,13 +231,13 @@ pub async fn bridge(socket: &Path) -> std::io::Result<()> {
 
 /// Accepts one bridge connection and reads its [`Hello`].
 pub(crate) async fn accept_bridge(
-    listener: &tokio::net::UnixListener,
+    listener: &crate::sys::local_socket::Listener,
     framing: Framing,
     close_on_eof: bool,
     deadline: Instant,
 ) -> std::io::Result<(Hello, Peer)> {
     let timed_out = || std::io::Error::new(std::io::ErrorKind::TimedOut, "no connection");
-    let (stream, _) = tokio::time::timeout_at(deadline, listener.accept())
+    let stream = tokio::time::timeout_at(deadline, listener.accept())
         .await
         .map_err(|_| timed_out())??;
     let (read, write) = stream.into_split();

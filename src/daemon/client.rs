@@ -15,6 +15,7 @@ use super::{
 use crate::gate::{
     GateError, HostCall, HostReply, LspHost, PublishedDiagnostics, Route, ServerEntry, Session,
 };
+use crate::sys::local_socket::{self, Stream};
 use futures::StreamExt;
 use parking_lot::Mutex;
 use serde::de::DeserializeOwned;
@@ -26,7 +27,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 use tokio::io::AsyncWriteExt;
-use tokio::net::UnixStream;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
 use tokio_util::codec::{FramedRead, LinesCodec};
@@ -156,7 +156,7 @@ impl RemoteHost {
     }
 
     /// Says hello on a new stream, re-opens our sessions on it, installs it.
-    async fn attach(&self, stream: UnixStream) -> Result<Arc<Conn>, ConnectError> {
+    async fn attach(&self, stream: Stream) -> Result<Arc<Conn>, ConnectError> {
         let (read, mut write) = stream.into_split();
         let (tx, mut rx) = mpsc::unbounded_channel::<String>();
         let conn = Arc::new(Conn {
@@ -354,7 +354,7 @@ fn answer(reply: Reply) -> Result<Box<RawValue>, GateError> {
 async fn read_replies(
     host: Weak<RemoteHost>,
     conn: Weak<Conn>,
-    mut lines: FramedRead<tokio::net::unix::OwnedReadHalf, LinesCodec>,
+    mut lines: FramedRead<local_socket::ReadHalf, LinesCodec>,
 ) {
     while let Some(Ok(line)) = lines.next().await {
         let Some(conn) = conn.upgrade() else {
@@ -394,11 +394,8 @@ async fn read_replies(
 /// Connects to the daemon's socket, starting a daemon if nobody answers,
 /// and retrying (with backoff) until [`DAEMON_START_TIMEOUT`]. Several
 /// proxies may start one at once: the daemon lock lets one serve.
-pub async fn connect_or_start(
-    paths: &Paths,
-    launcher: &Launcher,
-) -> Result<UnixStream, ConnectError> {
-    if let Ok(stream) = UnixStream::connect(&paths.socket).await {
+pub async fn connect_or_start(paths: &Paths, launcher: &Launcher) -> Result<Stream, ConnectError> {
+    if let Ok(stream) = local_socket::connect(&paths.socket).await {
         return Ok(stream);
     }
     start_daemon(paths, launcher)?;
@@ -406,7 +403,7 @@ pub async fn connect_or_start(
     let mut pause = CONNECT_RETRY_PAUSE;
     loop {
         tokio::time::sleep(pause).await;
-        if let Ok(stream) = UnixStream::connect(&paths.socket).await {
+        if let Ok(stream) = local_socket::connect(&paths.socket).await {
             return Ok(stream);
         }
         if Instant::now() >= deadline {

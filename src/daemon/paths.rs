@@ -1,9 +1,10 @@
 //! Where a user's daemon lives: a private 0700 directory under
 //! `$XDG_RUNTIME_DIR` (or the temp dir), and in it one socket, lock file and
-//! log per (acp-lsp version, config file).
+//! log per (acp-lsp version, config file). On Windows the directory is in
+//! the user's own temp dir (`%TEMP%`, private by its ACL) and the socket
+//! is a named pipe named after its path (`sys::local_socket`).
 
 use std::io;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 /// Namespace of the daemon keys (UUIDv5 over version and config path).
@@ -30,18 +31,13 @@ impl Paths {
     /// the user's runtime directory. One daemon per version and config, so a
     /// proxy never talks to a daemon of another build or other servers.
     pub fn for_config(config: Option<&Path>) -> io::Result<Paths> {
-        let base = std::env::var_os("XDG_RUNTIME_DIR")
-            .map(PathBuf::from)
-            .filter(|dir| dir.is_absolute() && dir.is_dir())
-            .unwrap_or_else(std::env::temp_dir);
-        Paths::under(&base, config)
+        Paths::under(&crate::sys::places::runtime_base(), config)
     }
 
     /// The same under `base` (tests).
     pub fn under(base: &Path, config: Option<&Path>) -> io::Result<Paths> {
-        let uid = crate::sys::effective_uid();
-        let dir = base.join(format!("acp-lsp-daemon-{uid}"));
-        private_dir(&dir, uid)?;
+        let dir = base.join(format!("acp-lsp-daemon-{}", crate::sys::user_tag()));
+        private_dir(&dir)?;
         let config = config.map(|c| c.canonicalize()).transpose()?;
         let mut key = Vec::from(env!("CARGO_PKG_VERSION").as_bytes());
         key.push(0);
@@ -64,7 +60,10 @@ impl Paths {
 
 /// Creates `dir` 0700, or checks that the existing one is ours and private:
 /// anyone who can write there could stand in for the daemon.
-fn private_dir(dir: &Path, uid: u32) -> io::Result<()> {
+#[cfg(unix)]
+fn private_dir(dir: &Path) -> io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+    let uid = crate::sys::effective_uid();
     match std::fs::DirBuilder::new().mode(0o700).create(dir) {
         Ok(()) => return Ok(()),
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
@@ -83,6 +82,20 @@ fn private_dir(dir: &Path, uid: u32) -> io::Result<()> {
     Ok(())
 }
 
+/// Windows: the directory in the user's own temp dir, which its ACL keeps
+/// to the user; the pipe carries its own DACL (`sys::local_socket`).
+#[cfg(windows)]
+fn private_dir(dir: &Path) -> io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    if std::fs::symlink_metadata(dir)?.file_type().is_symlink() {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!("{} is not a directory of ours", dir.display()),
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -91,7 +104,11 @@ mod tests {
     fn the_directory_is_private_and_keys_differ_by_config() {
         let base = tempfile::tempdir().unwrap();
         let a = Paths::under(base.path(), None).unwrap();
+        #[cfg(unix)]
+        use std::os::unix::fs::PermissionsExt;
+        #[cfg(unix)]
         let mode = std::fs::metadata(&a.dir).unwrap().permissions().mode();
+        #[cfg(unix)]
         assert_eq!(mode & 0o777, 0o700);
         let config = base.path().join("c.toml");
         std::fs::write(&config, "").unwrap();
@@ -104,9 +121,12 @@ mod tests {
             "stable"
         );
         // A directory others can enter is made private again.
-        std::fs::set_permissions(&a.dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-        Paths::under(base.path(), None).unwrap();
-        let mode = std::fs::metadata(&a.dir).unwrap().permissions().mode();
-        assert_eq!(mode & 0o777, 0o700);
+        #[cfg(unix)]
+        {
+            std::fs::set_permissions(&a.dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+            Paths::under(base.path(), None).unwrap();
+            let mode = std::fs::metadata(&a.dir).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o700);
+        }
     }
 }

@@ -15,18 +15,17 @@ use super::{
 use crate::gate::{Forward, GateError, HostCall, LspHost, SessionTable};
 use crate::lsp::config::Config;
 use crate::lsp::registry::{Registry, RegistryOptions};
+use crate::sys::local_socket::{self, Listener, Stream};
 use futures::StreamExt;
 use parking_lot::Mutex;
 use serde::Serialize;
 use serde_json::value::RawValue;
 use std::collections::{HashMap, HashSet};
 use std::io::{self, Write};
-use std::os::unix::fs::PermissionsExt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::AsyncWriteExt;
-use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_util::codec::{FramedRead, LinesCodec};
@@ -62,12 +61,7 @@ pub async fn run(config: Config, paths: Paths) -> io::Result<Outcome> {
     };
     // Under the lock no other daemon serves this socket: a file left there
     // is a dead daemon's.
-    match std::fs::remove_file(&paths.socket) {
-        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
-        _ => {}
-    }
-    let listener = UnixListener::bind(&paths.socket)?;
-    std::fs::set_permissions(&paths.socket, std::fs::Permissions::from_mode(0o600))?;
+    let listener = Listener::bind_private(&paths.socket)?;
     tracing::info!(socket = %paths.socket.display(), pid = std::process::id(), "daemon listening");
 
     let gate_config = config.gate_config();
@@ -90,17 +84,14 @@ pub async fn run(config: Config, paths: Paths) -> io::Result<Outcome> {
         paths: paths.clone(),
         panic_on: std::env::var(TEST_PANIC_ENV).ok().filter(|m| !m.is_empty()),
     });
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut term = signal(SignalKind::terminate())?;
-    let mut interrupt = signal(SignalKind::interrupt())?;
-    let mut hangup = signal(SignalKind::hangup())?;
+    let mut signals = crate::sys::signals::Signals::install()?;
     let mut tick = tokio::time::interval(IDLE_CHECK_INTERVAL);
     // Every connection's task: served until the daemon ends, then aborted.
     let mut connections = JoinSet::new();
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => {
+                Ok(stream) => {
                     connections.spawn(Arc::clone(&daemon).serve(stream));
                 }
                 Err(error) => tracing::warn!(%error, "daemon accept failed"),
@@ -117,15 +108,13 @@ pub async fn run(config: Config, paths: Paths) -> io::Result<Outcome> {
                     break;
                 }
             }
-            _ = term.recv() => break,
-            _ = interrupt.recv() => break,
-            _ = hangup.recv() => break,
+            _ = signals.recv() => break,
         }
     }
     // The socket goes first: a proxy connecting from now on starts a new
     // daemon, which waits for this one's lock.
     drop(listener);
-    let _ = std::fs::remove_file(&paths.socket);
+    local_socket::remove(&paths.socket);
     daemon.registry.shutdown().await;
     // Clients still connected see the socket close (`daemon_unavailable`).
     connections.shutdown().await;
@@ -151,7 +140,7 @@ async fn take_lock(paths: &Paths) -> io::Result<Option<std::fs::File>> {
             writeln!(file, "{}", std::process::id())?;
             return Ok(Some(file));
         }
-        if UnixStream::connect(&paths.socket).await.is_ok() || Instant::now() >= deadline {
+        if local_socket::connect(&paths.socket).await.is_ok() || Instant::now() >= deadline {
             return Ok(None);
         }
         tokio::time::sleep(IDLE_CHECK_INTERVAL).await;
@@ -284,7 +273,7 @@ impl Daemon {
     /// its end, after which its sessions are closed (their servers then
     /// stop after the idle grace unless another client uses them). What is
     /// queued when it ends still leaves, within [`LAST_REPLY_TIMEOUT`].
-    async fn serve(self: Arc<Self>, stream: UnixStream) {
+    async fn serve(self: Arc<Self>, stream: Stream) {
         let (read, write) = stream.into_split();
         let lines = FramedRead::new(read, LinesCodec::new_with_max_length(MAX_LINE_BYTES));
         let (tx, rx) = mpsc::unbounded_channel::<String>();
@@ -296,7 +285,7 @@ impl Daemon {
 
     async fn converse(
         self: &Arc<Self>,
-        mut lines: FramedRead<tokio::net::unix::OwnedReadHalf, LinesCodec>,
+        mut lines: FramedRead<local_socket::ReadHalf, LinesCodec>,
         tx: mpsc::UnboundedSender<String>,
     ) {
         let first = match tokio::time::timeout(HELLO_TIMEOUT, lines.next()).await {
@@ -684,10 +673,7 @@ fn send(tx: &mpsc::UnboundedSender<String>, id: u64, answer: Result<Box<RawValue
 }
 
 /// The one writer of a connection.
-async fn write_lines(
-    mut write: tokio::net::unix::OwnedWriteHalf,
-    mut rx: mpsc::UnboundedReceiver<String>,
-) {
+async fn write_lines(mut write: local_socket::WriteHalf, mut rx: mpsc::UnboundedReceiver<String>) {
     while let Some(line) = rx.recv().await {
         if write.write_all(line.as_bytes()).await.is_err() {
             return;

@@ -6,7 +6,6 @@ use super::wire::{self, Op, Reply, Request, Status};
 use super::{HELLO_TIMEOUT, MAX_LINE_BYTES};
 use futures::StreamExt;
 use tokio::io::AsyncWriteExt;
-use tokio::net::UnixStream;
 use tokio_util::codec::{FramedRead, LinesCodec};
 
 /// Why no status came back.
@@ -24,7 +23,7 @@ pub enum StatusError {
 
 /// The status of the daemon at `paths`.
 pub async fn query(paths: &Paths) -> Result<Status, StatusError> {
-    let stream = UnixStream::connect(&paths.socket)
+    let stream = crate::sys::local_socket::connect(&paths.socket)
         .await
         .map_err(|_| StatusError::NotRunning(paths.socket.display().to_string()))?;
     let (read, mut write) = stream.into_split();

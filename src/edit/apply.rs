@@ -30,8 +30,6 @@ use std::ffi::OsString;
 use std::fmt::Write as _;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write as _};
-use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -218,10 +216,19 @@ static NAME_COUNTER: AtomicU64 = AtomicU64::new(0);
 /// The name part is cut short so the result stays under NAME_MAX.
 fn sibling_name(path: &Path, suffix: &str) -> PathBuf {
     let dir = path.parent().unwrap_or(Path::new("/"));
-    let name = path.file_name().map(|n| n.as_bytes()).unwrap_or(b"file");
-    let cut = &name[..name.len().min(64)];
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy())
+        .unwrap_or("file".into());
+    let mut cut = String::new();
+    for c in name.chars() {
+        if cut.len() + c.len_utf8() > 64 {
+            break;
+        }
+        cut.push(c);
+    }
     let mut file = OsString::from(".");
-    file.push(std::ffi::OsStr::from_bytes(cut));
+    file.push(cut);
     file.push(format!(
         ".acp-lsp-{}-{}.{suffix}",
         std::process::id(),
@@ -448,11 +455,15 @@ impl Transaction {
             ));
         }
         fs::set_permissions(temp, meta.permissions())?;
-        let temp_meta = fs::metadata(temp)?;
-        if (temp_meta.uid(), temp_meta.gid()) != (meta.uid(), meta.gid()) {
-            // Only a privileged process may give a file away; otherwise the
-            // new inode stays the caller's, as with any editor's save.
-            let _ = std::os::unix::fs::chown(temp, Some(meta.uid()), Some(meta.gid()));
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            let temp_meta = fs::metadata(temp)?;
+            if (temp_meta.uid(), temp_meta.gid()) != (meta.uid(), meta.gid()) {
+                // Only a privileged process may give a file away; otherwise the
+                // new inode stays the caller's, as with any editor's save.
+                let _ = std::os::unix::fs::chown(temp, Some(meta.uid()), Some(meta.gid()));
+            }
         }
         let backup = self.link_backup(target)?;
         fs::rename(temp, target)?;
@@ -737,5 +748,5 @@ fn diff_into(out: &mut String, old: &str, new: &str, old_name: &str, new_name: &
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, unix))]
 mod tests;

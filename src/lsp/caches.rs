@@ -15,7 +15,6 @@ use super::clangd;
 use super::config::ServerConfig;
 pub use super::launch::Launch;
 use serde_json::{json, Value};
-use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 /// Per-root directories of one kind looked at for removal on each launch
@@ -26,18 +25,10 @@ pub const MAX_PRUNED_PER_LAUNCH: usize = 64;
 const ROOT_FILE: &str = "root";
 
 /// acp-lsp's cache directory: `$XDG_CACHE_HOME/acp-lsp` when that is an
-/// absolute path, else `~/.cache/acp-lsp`; `None` without either.
+/// absolute path, else the OS's (`~/.cache/acp-lsp`, `~/Library/Caches/acp-lsp`,
+/// `%LOCALAPPDATA%\acp-lsp\cache`); `None` when the OS names none.
 pub fn cache_home() -> Option<PathBuf> {
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .filter(|p| p.is_absolute())
-        .or_else(|| {
-            std::env::var_os("HOME")
-                .map(PathBuf::from)
-                .filter(|p| p.is_absolute())
-                .map(|h| h.join(".cache"))
-        })?;
-    Some(base.join("acp-lsp"))
+    crate::sys::places::cache_dir()
 }
 
 /// The private directory of `kind` (a server name) for `root`:
@@ -73,16 +64,31 @@ pub fn root_dir(kind: &str, root: &Path) -> Option<PathBuf> {
 /// Creates `dir` and its missing parents, each 0700 (caches name a user's
 /// files), and notes which root it belongs to (for [`prune`]).
 pub fn ensure_private_dir(dir: &Path, root: &Path) -> std::io::Result<()> {
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)?;
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(dir)?;
     let note = dir.join(ROOT_FILE);
     let text = root.as_os_str().as_encoded_bytes();
     if std::fs::read(&note).ok().as_deref() != Some(text) {
         std::fs::write(&note, text)?;
     }
     Ok(())
+}
+
+/// The root a per-root directory's note names: its bytes as written (Unix),
+/// or as UTF-8 (Windows; a note that is not is kept, never pruned).
+fn root_of(note: &[u8]) -> Option<PathBuf> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        Some(PathBuf::from(std::ffi::OsStr::from_bytes(note)))
+    }
+    #[cfg(not(unix))]
+    {
+        std::str::from_utf8(note).ok().map(PathBuf::from)
+    }
 }
 
 /// Removes, among at most [`MAX_PRUNED_PER_LAUNCH`] per-root directories of
@@ -95,7 +101,6 @@ fn prune(kind: &str) {
 }
 
 fn prune_dir(dir: &Path) {
-    use std::os::unix::ffi::OsStrExt;
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
@@ -104,7 +109,7 @@ fn prune_dir(dir: &Path) {
         let Ok(root) = std::fs::read(path.join(ROOT_FILE)) else {
             continue;
         };
-        if !Path::new(std::ffi::OsStr::from_bytes(&root)).exists() {
+        if root_of(&root).is_some_and(|root| !root.exists()) {
             if let Err(error) = std::fs::remove_dir_all(&path) {
                 tracing::debug!(dir = %path.display(), %error, "stale cache not removed");
             }
@@ -119,7 +124,7 @@ fn prune_dir(dir: &Path) {
 fn kind_of(program: &Path) -> Option<&'static str> {
     if clangd::is_clangd(program) {
         Some("clangd")
-    } else if program.file_name().is_some_and(|n| n == "rust-analyzer") {
+    } else if super::detect::program_name(program) == Some("rust-analyzer") {
         Some("rust-analyzer")
     } else {
         None
@@ -206,7 +211,7 @@ pub fn prepare_launch(config: &ServerConfig, program: &Path, root: &Path) -> Lau
     let Some(dir) = root_dir(kind, root) else {
         tracing::warn!(
             server = %config.name,
-            "no cache directory ($XDG_CACHE_HOME and $HOME unset): caches stay where the server puts them"
+            "no cache directory (the OS names none, and $XDG_CACHE_HOME is unset): caches stay where the server puts them"
         );
         return clangd::launch_in_place(config, root);
     };
@@ -236,7 +241,10 @@ mod tests {
         if let Some(a) = a {
             let name = a.file_name().map(|n| n.to_string_lossy().into_owned());
             assert!(name.is_some_and(|n| n.starts_with("proj-") && n.len() == 5 + 16));
-            assert!(a.parent().is_some_and(|p| p.ends_with("acp-lsp/clangd")));
+            // `…/acp-lsp/clangd` on Unix, `…\acp-lsp\cache\clangd` on Windows.
+            let parent = a.parent().expect("a cache dir has a parent");
+            assert!(parent.ends_with("clangd"), "{}", parent.display());
+            assert!(parent.components().any(|c| c.as_os_str() == "acp-lsp"));
         }
     }
 
@@ -302,14 +310,17 @@ mod tests {
 
     #[test]
     fn private_dirs_are_0700_and_pruned_when_their_root_is_gone() {
-        use std::os::unix::fs::PermissionsExt;
         let tmp = tempfile::tempdir().expect("tempdir");
         let root = tmp.path().join("proj");
         std::fs::create_dir(&root).expect("root");
         let dir = tmp.path().join("cache/kind/proj-1");
         ensure_private_dir(&dir, &root).expect("create");
-        let mode = std::fs::metadata(&dir).expect("stat").permissions().mode();
-        assert_eq!(mode & 0o777, 0o700);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&dir).expect("stat").permissions().mode();
+            assert_eq!(mode & 0o777, 0o700);
+        }
         assert_eq!(
             std::fs::read(dir.join(ROOT_FILE)).ok(),
             Some(root.as_os_str().as_encoded_bytes().to_vec())

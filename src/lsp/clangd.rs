@@ -44,10 +44,7 @@ const DATABASE_NAMES: &[&str] = &["compile_commands.json", "build/compile_comman
 /// not by the configured name, which a stand-in (the conformance replay's
 /// bridge) carries too.
 pub fn is_clangd(program: &Path) -> bool {
-    program
-        .file_name()
-        .and_then(|n| n.to_str())
-        .is_some_and(|n| n == "clangd" || n.starts_with("clangd-"))
+    super::detect::program_name(program).is_some_and(|n| n == "clangd" || n.starts_with("clangd-"))
 }
 
 /// Whether the user's arguments turn clangd's background index off.
@@ -148,8 +145,14 @@ fn launch_linked(config: &ServerConfig, root: &Path, dir: &Path, own: &Path) -> 
     if current.as_deref() != Some(own) {
         let staged = dir.join(".compile_commands.json.link");
         let _ = std::fs::remove_file(&staged);
+        #[cfg(unix)]
         let linked =
             std::os::unix::fs::symlink(own, &staged).and_then(|()| std::fs::rename(&staged, &link));
+        // A file symlink needs a privilege or developer mode on Windows:
+        // where it cannot be made, clangd's index goes beside the project's.
+        #[cfg(windows)]
+        let linked = std::os::windows::fs::symlink_file(own, &staged)
+            .and_then(|()| std::fs::rename(&staged, &link));
         if let Err(error) = linked {
             tracing::warn!(server = %config.name, path = %link.display(), %error, "compilation database not linked; clangd's index goes beside the project's");
             return launch_in_place(config, root);

@@ -108,7 +108,7 @@ use serde_json::json;
 use crate::install::{Recipe, RecipePatch};
 
 pub(crate) use paths::display_path;
-use paths::{home_dir, resolve_path};
+use paths::resolve_path;
 pub use project_code::{project_code_brief, project_code_switch, ProjectCode, ProjectCodeSource};
 pub use server::ServerConfig;
 use server::{apply_patch, deep_merge, empty_object, strings, ServerPatch};
@@ -427,13 +427,11 @@ impl Config {
     }
 
     /// The default user file: `$XDG_CONFIG_HOME/acp-lsp/config.toml` when that variable holds
-    /// an absolute path, else `~/.config/acp-lsp/config.toml`.
+    /// an absolute path, else `config.toml` in the OS's configuration directory
+    /// (`~/.config/acp-lsp`, `~/Library/Application Support/acp-lsp`,
+    /// `%APPDATA%\acp-lsp\config`: `sys::places`).
     pub fn default_user_path() -> Option<PathBuf> {
-        let base = std::env::var_os("XDG_CONFIG_HOME")
-            .map(PathBuf::from)
-            .filter(|p| p.is_absolute())
-            .or_else(|| home_dir().map(|h| h.join(".config")))?;
-        Some(base.join("acp-lsp").join("config.toml"))
+        Some(crate::sys::places::config_dir()?.join("config.toml"))
     }
 
     /// Built-ins merged with `explicit` (which must exist) or, without it, the default user

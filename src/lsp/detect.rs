@@ -329,21 +329,71 @@ pub(crate) fn detect_scan(session_root: &Path, config: &Config) -> (Vec<Detected
     (out, scan.truncated)
 }
 
-/// Like `which`: the first executable `command` on `PATH`. A command containing a slash is
-/// checked as given (relative to the current directory). Empty `PATH` entries are ignored.
+/// Like `which`: the first executable `command` on `PATH`. A command containing a slash (or,
+/// on Windows, a backslash) is checked as given (relative to the current directory). Empty
+/// `PATH` entries are ignored.
+///
+/// On Windows a name is also tried with each extension of `PATHEXT` (`.COM;.EXE;.BAT;.CMD`
+/// when unset), in that order, after the name as given when it has an extension already:
+/// npm installs language servers as `.cmd` shims (`pyright-langserver.cmd`,
+/// `typescript-language-server.cmd`), which the returned path then names. Rust's `Command`
+/// runs a `.cmd` or `.bat` through `cmd.exe` with its arguments escaped for it, and refuses
+/// an argument it cannot pass safely (the BatBadBut class of injections).
 pub fn find_on_path(command: &str) -> Option<PathBuf> {
     if command.is_empty() {
         return None;
     }
-    if command.contains('/') {
+    if command.contains('/') || (cfg!(windows) && command.contains('\\')) {
         let p = PathBuf::from(command);
-        return is_executable(&p).then_some(p);
+        return candidates(&p).find(|c| is_executable(c));
     }
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
         .filter(|dir| !dir.as_os_str().is_empty())
-        .map(|dir| dir.join(command))
+        .flat_map(|dir| candidates(&dir.join(command)).collect::<Vec<_>>())
         .find(|candidate| is_executable(candidate))
+}
+
+/// The files `path` may name as a program: itself (Unix); on Windows itself
+/// when it has an extension, then with each of `PATHEXT`'s.
+fn candidates(path: &Path) -> impl Iterator<Item = PathBuf> {
+    #[cfg(unix)]
+    {
+        std::iter::once(path.to_path_buf())
+    }
+    #[cfg(windows)]
+    {
+        let exts = std::env::var("PATHEXT").unwrap_or_else(|_| ".COM;.EXE;.BAT;.CMD".into());
+        let mut out = Vec::new();
+        if path.extension().is_some() {
+            out.push(path.to_path_buf());
+        }
+        for ext in exts
+            .split(';')
+            .filter(|e| e.starts_with('.') && e.len() > 1)
+        {
+            let mut name = path.as_os_str().to_owned();
+            name.push(ext.to_ascii_lowercase());
+            out.push(PathBuf::from(name));
+        }
+        out.into_iter()
+    }
+}
+
+/// A program's name without the directory and, on Windows, without an
+/// executable's extension (`.exe`, `.cmd`, `.bat`, `.com`): `clangd` for
+/// `C:\LLVM\bin\clangd.exe`, as for `/usr/bin/clangd`.
+pub(crate) fn program_name(program: &Path) -> Option<&str> {
+    let name = program.file_name()?.to_str()?;
+    if cfg!(windows) {
+        let lower = name.to_ascii_lowercase();
+        for ext in [".exe", ".cmd", ".bat", ".com"] {
+            if lower.ends_with(ext) {
+                return Some(&name[..name.len() - ext.len()]);
+            }
+        }
+    }
+    Some(name)
 }
 
 #[cfg(unix)]
@@ -728,7 +778,15 @@ mod tests {
                 .unwrap_or_else(|e| panic!("{e}"));
         }
         let tool_str = tool.display().to_string();
+        #[cfg(unix)]
         assert_eq!(find_on_path(&tool_str), Some(tool.clone()));
+        // Windows: no mode bits; `bin/tool` names `bin/tool.cmd` through PATHEXT.
+        #[cfg(windows)]
+        {
+            let shim = dir.path().join("bin/tool.cmd");
+            std::fs::write(&shim, "@echo off\r\n").unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(find_on_path(&tool_str), Some(shim));
+        }
         #[cfg(unix)]
         {
             let plain = dir.path().join("bin/plain").display().to_string();

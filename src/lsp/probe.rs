@@ -191,7 +191,10 @@ fn run(
         })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
+    #[cfg(unix)]
     std::os::unix::process::CommandExt::process_group(&mut command, 0);
+    #[cfg(windows)]
+    std::os::windows::process::CommandExt::creation_flags(&mut command, crate::sys::NO_WINDOW);
     let mut child = command.spawn()?;
     let pid = child.id();
     // Held (never written) until the run ends.
@@ -301,10 +304,14 @@ fn kill_group(pid: u32) {
     let Some(pgid) = crate::sys::pid(pid) else {
         return;
     };
+    #[cfg(unix)]
     let _ = crate::sys::kill_group(pgid, crate::sys::Signal::Kill);
+    // No group: the check's own process (what it started may live on).
+    #[cfg(windows)]
+    let _ = crate::sys::kill(pgid, crate::sys::Signal::Kill);
 }
 
-#[cfg(test)]
+#[cfg(all(test, unix))]
 mod tests {
     use super::*;
 

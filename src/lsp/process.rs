@@ -23,6 +23,8 @@
 //!   [`MAX_STDERR_LINE`] bytes and rate-limited to [`MAX_STDERR_LINES_PER_SEC`],
 //!   so a server flooding stderr (jedi-language-server does ~7 MB/s) never
 //!   blocks on a full pipe nor floods the logs.
+//! * **Its tree** ([`tree::ProcessTree`]): on Unix its own process group,
+//!   on Windows a Job Object that kills the tree when closed.
 //! * **Parent death.** On Linux the child is spawned with
 //!   `PR_SET_PDEATHSIG = SIGKILL`, so a `kill -9` of the proxy still ends the
 //!   server. The signal fires when the *thread* that spawned the child exits:
@@ -31,7 +33,10 @@
 //!   `spawn_blocking`, whose threads are retired when idle. What a server
 //!   forked into its group is then ended by the orphan guardian (see
 //!   `mod guardian`), a `sh` child that `SIGKILL`s the groups still listed
-//!   when this process's end closes its stdin.
+//!   when this process's end closes its stdin. macOS has no parent-death
+//!   signal: the guardian, which kills each listed group leader included,
+//!   is what ends a killed proxy's servers there. On Windows the job's
+//!   handle, closed by the kernel when acp-lsp ends, kills the tree.
 //! * **Shutdown.** After the caller has sent LSP `shutdown`/`exit` and closed
 //!   stdin, [`ServerProcess::terminate`] waits, then sends `SIGTERM` to the
 //!   group, waits again, then `SIGKILL`s the group. Whenever the leader is found
@@ -44,6 +49,7 @@
 
 mod env;
 mod stderr;
+pub(crate) mod tree;
 
 pub(crate) use self::env::{is_allowed_env, sanitized_env};
 use self::stderr::drain_stderr;
@@ -51,7 +57,8 @@ pub use self::stderr::{
     StderrRing, DEFAULT_STDERR_CAPACITY, MAX_STDERR_LINE, MAX_STDERR_LINES_PER_SEC, STDERR_TARGET,
 };
 
-use crate::sys::{Pid, Signal};
+use self::tree::ProcessTree;
+use crate::sys::Signal;
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
 use std::io;
@@ -149,8 +156,8 @@ impl Termination {
 pub struct ServerProcess {
     name: Arc<str>,
     child: Child,
-    /// Process group id, equal to the leader's pid.
-    pgid: Pid,
+    /// The leader's tree (its process group, or its job).
+    tree: ProcessTree,
     /// Set once the leader has been reaped; from then on its pid may be reused,
     /// so the group is no longer signalled except by the one sweep in `on_reaped`.
     status: Option<ExitStatus>,
@@ -196,9 +203,8 @@ impl ServerProcess {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .process_group(0);
-        crate::sys::set_parent_death_signal(&mut cmd, Signal::Kill);
+            .kill_on_drop(true);
+        ProcessTree::prepare(&mut cmd, Signal::Kill);
 
         let mut child = cmd.spawn().map_err(|source| {
             if source.kind() == io::ErrorKind::NotFound {
@@ -212,7 +218,7 @@ impl ServerProcess {
         let pid = child
             .id()
             .expect("BUG: a child that was just spawned has a pid");
-        let pgid = crate::sys::pid(pid).expect("BUG: a pid fits in pid_t");
+        let tree = ProcessTree::adopt(&child).map_err(spawn_error)?;
         let stdin = child
             .stdin
             .take()
@@ -230,12 +236,11 @@ impl ServerProcess {
         let ring = Arc::new(Mutex::new(StderrRing::new(stderr_capacity)));
         let drain = runtime.spawn(drain_stderr(Arc::clone(&name), stderr, Arc::clone(&ring)));
         tracing::debug!(server = %name, pid, command = %command, "spawned language server");
-        guardian::watch(pgid);
 
         let process = ServerProcess {
             name,
             child,
-            pgid,
+            tree,
             status: None,
             ring,
             drain: Some(drain),
@@ -347,7 +352,8 @@ impl ServerProcess {
         self.signal_group(Signal::Kill);
     }
 
-    /// The leader's resident memory in bytes, from `/proc/<pid>/statm` (Linux only).
+    /// The leader's resident memory in bytes (`/proc/<pid>/statm` on Linux,
+    /// `proc_pidinfo` on macOS, the working set on Windows).
     pub fn resident_memory_bytes(&self) -> Option<u64> {
         resident_memory_of(self.pid()?)
     }
@@ -371,14 +377,13 @@ impl ServerProcess {
     fn on_reaped(&mut self, status: ExitStatus) {
         self.status = Some(status);
         tracing::debug!(server = %self.name, %status, "language server exited");
-        send_group_signal(self.pgid, Signal::Kill);
-        guardian::unwatch(self.pgid);
+        self.tree.leader_reaped();
     }
 
     /// Signals the group while its leader is unreaped (so the id is still ours).
     fn signal_group(&mut self, signal: Signal) {
         if self.status.is_none() {
-            send_group_signal(self.pgid, signal);
+            self.tree.signal(signal);
         }
     }
 
@@ -394,9 +399,8 @@ impl ServerProcess {
 impl Drop for ServerProcess {
     fn drop(&mut self) {
         // Kills grandchildren too; tokio's kill_on_drop then reaps the leader.
-        self.signal_group(Signal::Kill);
         if self.status.is_none() {
-            guardian::unwatch(self.pgid);
+            self.tree.kill_and_forget();
         }
         if let Some(drain) = self.drain.take() {
             drain.abort();
@@ -404,116 +408,23 @@ impl Drop for ServerProcess {
     }
 }
 
-/// The last line of defence against orphans when this process dies without
-/// cleaning up (`kill -9`, a crash): the parent-death signal ends each server
-/// leader, but nothing would end the helpers a server forked into its group
-/// (a grandchild with no pipe to its dead parent lives on forever).
-///
-/// One `sh` child per process, in its own process group so that our signals
-/// never reach it, reads `+PGID` / `-PGID` lines on its stdin. When its stdin
-/// ends (this process is gone, however it ended: the write end is ours alone,
-/// opened close-on-exec) it `SIGKILL`s every group still listed. A group leaves
-/// the list as soon as its leader is reaped (after the sweep in `on_reaped`) or
-/// its `ServerProcess` is dropped, so a group id is only ever signalled while it
-/// is still ours. Without `/bin/sh` the guardian is skipped (logged). It
-/// ignores SIGTERM as well as SIGHUP and SIGINT: a client that ends the
-/// whole process tree (acpx) signals it with the proxy, which is still
-/// stopping its servers and needs it until it exits.
-pub(crate) mod guardian {
-    use crate::sys::Pid;
-    use std::io::Write;
-    use std::os::fd::AsRawFd;
-    use std::os::unix::process::CommandExt;
-    use std::process::{ChildStdin, Command, Stdio};
-    use std::sync::{Mutex, OnceLock, PoisonError};
+#[cfg(unix)]
+pub(crate) mod guardian;
 
-    const SCRIPT: &str = r#"trap '' HUP INT TERM
-groups=' '
-while IFS= read -r line; do
-  case "$line" in
-    +*) groups="$groups${line#+} " ;;
-    -*) kept=' '
-        for g in $groups; do [ "$g" = "${line#-}" ] || kept="$kept$g "; done
-        groups=$kept ;;
-  esac
-done
-for g in $groups; do kill -s KILL -- "-$g" 2>/dev/null; done
-"#;
-
-    static GUARDIAN: OnceLock<Mutex<Option<ChildStdin>>> = OnceLock::new();
-
-    pub(crate) fn watch(pgid: Pid) {
-        send(&format!("+{pgid}\n"));
-    }
-
-    pub(crate) fn unwatch(pgid: Pid) {
-        send(&format!("-{pgid}\n"));
-    }
-
-    fn send(line: &str) {
-        let guardian = GUARDIAN.get_or_init(|| Mutex::new(spawn()));
-        let mut stdin = guardian.lock().unwrap_or_else(PoisonError::into_inner);
-        let Some(pipe) = stdin.as_mut() else { return };
-        // Non-blocking (set at spawn): a stuck guardian must not stall us.
-        if let Err(error) = pipe.write_all(line.as_bytes()) {
-            tracing::warn!(%error, "the orphan guardian stopped listening; helpers of servers may outlive a killed proxy");
-            *stdin = None;
-        }
-    }
-
-    fn spawn() -> Option<ChildStdin> {
-        let spawned = Command::new("/bin/sh")
-            .arg("-c")
-            .arg(SCRIPT)
-            .env_clear()
-            .env("PATH", "/usr/bin:/bin")
-            .current_dir("/")
-            .stdin(Stdio::piped())
-            // Never the protocol pipes: the editor must see our stdout close.
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .process_group(0)
-            .spawn();
-        // The child is never waited for: it ends only when we do. Dropping
-        // the handle neither kills nor waits.
-        let stdin = match spawned {
-            Ok(mut child) => child.stdin.take(),
-            Err(error) => {
-                tracing::warn!(%error, "cannot start the orphan guardian (/bin/sh); helpers of servers may outlive a killed proxy");
-                None
-            }
-        }?;
-        if !crate::sys::set_nonblocking(stdin.as_raw_fd()) {
-            tracing::warn!("cannot make the orphan guardian's pipe non-blocking; not using it");
-            return None;
-        }
-        Some(stdin)
-    }
+/// Stops this process's orphan guardian, if it started one, and reaps it:
+/// call once, at the very end of a process that ran servers or an agent
+/// (`main`). Whatever is still listed is killed by the guardian on its way
+/// out; a guardian left to exit after this process would be a zombie for
+/// whoever inherits it (for ever, in a container whose first process does
+/// not reap). Nothing on Windows: the job handles close with the process.
+pub fn release_orphan_guardian() {
+    #[cfg(unix)]
+    guardian::stop();
 }
 
-/// Resident memory of process `pid`, from `/proc/<pid>/statm` (Linux only).
+/// Resident memory of process `pid` (see [`ServerProcess::resident_memory_bytes`]).
 pub(crate) fn resident_memory_of(pid: u32) -> Option<u64> {
-    #[cfg(target_os = "linux")]
-    {
-        let statm = std::fs::read_to_string(format!("/proc/{pid}/statm")).ok()?;
-        let pages: u64 = statm.split_ascii_whitespace().nth(1)?.parse().ok()?;
-        let page_size = crate::sys::page_size()?;
-        Some(pages.saturating_mul(page_size))
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        let _ = pid;
-        None
-    }
-}
-
-/// Signals a process group; a group already gone is not an error.
-pub(crate) fn send_group_signal(pgid: Pid, signal: Signal) {
-    if let Err(error) = crate::sys::kill_group(pgid, signal) {
-        if !crate::sys::is_no_such_process(&error) {
-            tracing::debug!(pgid, ?signal, %error, "killpg failed");
-        }
-    }
+    crate::sys::resident_memory(pid)
 }
 
 #[cfg(test)]

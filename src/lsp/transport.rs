@@ -90,6 +90,8 @@ impl LinkEnd {
 }
 
 /// A running server as the supervisor holds it.
+// tokio's Windows `Child` is large; there is one `Link` per server.
+#[cfg_attr(windows, allow(clippy::large_enum_variant))]
 pub enum Link {
     Process(ServerProcess),
     Remote(RemoteLink),
@@ -209,11 +211,20 @@ async fn connect(remote: &Remote, limits: Limits) -> Result<(RemoteLink, LinkIo)
             keep_alive(&stream);
             tokio::spawn(pump_bytes(stream, theirs, map, limits, cancel.clone()))
         }
+        #[cfg(unix)]
         Endpoint::Unix(path) => {
             let stream = tokio::net::UnixStream::connect(&path)
                 .await
                 .map_err(|e| e.to_string())?;
             tokio::spawn(pump_bytes(stream, theirs, map, limits, cancel.clone()))
+        }
+        // tokio has no AF_UNIX on Windows.
+        #[cfg(windows)]
+        Endpoint::Unix(path) => {
+            return Err(format!(
+                "unix:{} : Unix sockets are not supported on Windows; use tcp:// or ws://",
+                path.display()
+            ))
         }
         Endpoint::WebSocket(url) => {
             let request = upgrade_request(remote, &url)?;
@@ -577,6 +588,7 @@ mod tests {
             .contains("over the frame limit"));
     }
 
+    #[cfg(unix)]
     #[tokio::test]
     async fn keepalive_is_on_with_the_named_idle_time() {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -5,6 +5,15 @@
 //! write after quiet goes on as soon as its file is closed; creations,
 //! deletions, renames (half of an atomic save, or a directory move) and
 //! bursts are gathered over a short window.
+//!
+//! Per OS: on Linux (inotify) each kept directory is one OS watch, as
+//! above. FSEvents (macOS) and `ReadDirectoryChangesW` (Windows) watch a
+//! whole tree at the price of one: there the root gets one recursive
+//! watch, the walk still decides which directories are kept, and an event
+//! counts only when its path is a kept directory or lies directly in one
+//! (what `target/` or an ignored folder does never reaches the batches).
+//! Neither reports a written file's close, so a batch of writes waits for
+//! the window there.
 
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use notify::event::{AccessKind, AccessMode, ModifyKind, RenameMode};
@@ -118,6 +127,9 @@ pub enum WatchError {
     },
 }
 
+/// Whether the OS watches a whole tree with one watch (see the module docs).
+const RECURSIVE_ROOT_WATCH: bool = cfg!(any(target_os = "macos", windows));
+
 struct Shared {
     root: PathBuf,
     /// Raw events received from the OS, and how many of them are handled.
@@ -126,7 +138,9 @@ struct Shared {
     options: WatchOptions,
     ignore: Gitignore,
     watcher: Mutex<Option<RecommendedWatcher>>,
-    watched: Mutex<HashSet<PathBuf>>,
+    /// The directories kept by the walk (each an OS watch, or, with one
+    /// recursive watch of the root, the filter of its events).
+    watched: Arc<Mutex<HashSet<PathBuf>>>,
     degraded: AtomicBool,
 }
 
@@ -155,6 +169,8 @@ impl RootWatch {
         let (raw_tx, raw_rx) = mpsc::unbounded_channel::<notify::Result<Event>>();
         let received = Arc::new(AtomicU64::new(0));
         let counter = Arc::clone(&received);
+        let watched: Arc<Mutex<HashSet<PathBuf>>> = Arc::default();
+        let kept = Arc::clone(&watched);
         let watcher = notify::recommended_watcher(move |event: notify::Result<Event>| {
             // Reads (open, close) change nothing; counted, each would make
             // the next request settle for a batch (~20 ms) that does
@@ -163,6 +179,14 @@ impl RootWatch {
             // complete (the adaptive coalescing hands the batch on then).
             if matches!(&event, Ok(e) if is_read(&e.kind)) {
                 return;
+            }
+            // One recursive watch: only what the walk keeps counts.
+            if RECURSIVE_ROOT_WATCH {
+                if let Ok(e) = &event {
+                    if !e.need_rescan() && !e.paths.iter().any(|p| in_kept(&kept.lock(), p)) {
+                        return;
+                    }
+                }
             }
             // Counted before it is queued: a settle that reads the count then
             // always waits for this event.
@@ -180,7 +204,7 @@ impl RootWatch {
             ignore: root_ignore(root),
             options,
             watcher: Mutex::new(Some(watcher)),
-            watched: Mutex::new(HashSet::new()),
+            watched,
             degraded: AtomicBool::new(false),
         });
         shared.watch_tree(root);
@@ -284,6 +308,24 @@ impl Shared {
             .is_some_and(|max| watched.len() >= max)
         {
             self.degrade(dir, "the configured watch limit was reached");
+            return;
+        }
+        if RECURSIVE_ROOT_WATCH {
+            watched.insert(dir.to_path_buf());
+            if dir != self.root {
+                // Under the root's one watch already: kept, for the filter.
+                return;
+            }
+            // Not held across the OS call: the event thread takes it.
+            drop(watched);
+            let mut watcher = self.watcher.lock();
+            let Some(watcher) = watcher.as_mut() else {
+                return;
+            };
+            if let Err(e) = watcher.watch(dir, RecursiveMode::Recursive) {
+                self.watched.lock().remove(dir);
+                self.degrade(dir, &format!("the root cannot be watched ({e})"));
+            }
             return;
         }
         let mut watcher = self.watcher.lock();
@@ -456,6 +498,11 @@ async fn coalesce(
         }
         shared.handled.send_replace(consumed);
     }
+}
+
+/// Whether `path` is a kept directory or lies directly in one.
+fn in_kept(kept: &HashSet<PathBuf>, path: &Path) -> bool {
+    kept.contains(path) || path.parent().is_some_and(|parent| kept.contains(parent))
 }
 
 /// Reads: opening a file, closing one not written. Nothing changed.
@@ -646,10 +693,14 @@ mod tests {
 
     /// A window no test waits out: a batch that arrives was handed on
     /// without it.
+    #[cfg(target_os = "linux")]
     const ENDLESS: Duration = Duration::from_secs(3600);
     /// A window long enough that the steps of one save fall inside it.
     const WIDE: Duration = Duration::from_millis(500);
 
+    // inotify only: FSEvents and ReadDirectoryChangesW report no close after
+    // a write (ARCHITECTURE.md "Per OS").
+    #[cfg(target_os = "linux")]
     #[tokio::test]
     async fn an_in_place_write_after_quiet_goes_on_without_the_window() {
         let mut f = fixture(WatchOptions {

@@ -6,28 +6,37 @@
 //! process, which then only waits for the proxy to end the connection.
 //! Otherwise (or if the proxy answers that it copies) it is a byte bridge:
 //! stdin to the socket, the socket to stdout. Its stdout carries MCP only;
-//! it logs to stderr.
+//! it logs to stderr. On Windows (a named pipe, no descriptor passing) it
+//! is always the byte bridge.
 
 use super::inject::TOKEN_ENV;
+#[cfg(unix)]
 use super::tokens::TOKEN_BUSY_WAIT;
+#[cfg(unix)]
 use crate::sys::FdKind;
+#[cfg(unix)]
 use std::io::{Read, Write};
+#[cfg(unix)]
 use std::net::Shutdown;
+#[cfg(unix)]
 use std::os::fd::AsFd;
 use std::path::Path;
-use tokio::net::UnixStream;
 
 /// Bytes read at once in each direction (tokio::io::copy's size).
+#[cfg(unix)]
 const PUMP_BUFFER: usize = 8 * 1024;
 /// How long the proxy may take to say whether it took our stdin and stdout:
 /// it answers once the token is admitted, which may wait for the token's
 /// previous connection to end ([`TOKEN_BUSY_WAIT`]).
+#[cfg(unix)]
 const HANDOVER_REPLY_TIMEOUT: std::time::Duration =
     std::time::Duration::from_secs(TOKEN_BUSY_WAIT.as_secs() + 10);
 /// The proxy's one-byte answer to a token line carrying stdin and stdout:
 /// it serves them itself.
+#[cfg(unix)]
 pub(crate) const TAKEN: u8 = b'T';
 /// The same answer when it will not: the bridge copies, as without them.
+#[cfg(unix)]
 pub(crate) const COPY: u8 = b'C';
 
 #[derive(Debug, thiserror::Error)]
@@ -50,9 +59,10 @@ pub enum BridgeError {
 /// pool, a thread handoff each way per message (figure 8 of the bench: the
 /// bridge spent 70–130 µs of CPU a tool call so). The threads are not
 /// joined: the first direction to end ends the bridge, and the process exits.
+#[cfg(unix)]
 pub async fn run(socket: &Path) -> Result<(), BridgeError> {
     let token = std::env::var(TOKEN_ENV).map_err(|_| BridgeError::NoToken)?;
-    let stream = UnixStream::connect(socket)
+    let stream = crate::sys::local_socket::connect(socket)
         .await
         .map_err(|source| BridgeError::Connect {
             path: socket.display().to_string(),
@@ -126,8 +136,43 @@ pub async fn run(socket: &Path) -> Result<(), BridgeError> {
     Ok(())
 }
 
+/// Runs the bridge until either side closes (Windows): the token line, then
+/// stdin to the pipe and the pipe to stdout, on tokio's standard streams
+/// (its copy flushes whenever the source has nothing more for now, so the
+/// agent sees each message once it is complete).
+#[cfg(windows)]
+pub async fn run(socket: &Path) -> Result<(), BridgeError> {
+    use tokio::io::AsyncWriteExt;
+    let token = std::env::var(TOKEN_ENV).map_err(|_| BridgeError::NoToken)?;
+    let stream = crate::sys::local_socket::connect(socket)
+        .await
+        .map_err(|source| BridgeError::Connect {
+            path: socket.display().to_string(),
+            source,
+        })?;
+    let (mut from_proxy, mut to_proxy) = stream.into_split();
+    to_proxy.write_all(format!("{token}\n").as_bytes()).await?;
+    let up = async {
+        tokio::io::copy(&mut tokio::io::stdin(), &mut to_proxy).await?;
+        to_proxy.flush().await
+    };
+    let down = async {
+        let mut stdout = tokio::io::stdout();
+        tokio::io::copy(&mut from_proxy, &mut stdout).await?;
+        stdout.flush().await
+    };
+    // Either direction ending ends the bridge: the proxy went away, or the
+    // agent is done with us (a named pipe has no half close: we leave).
+    tokio::select! {
+        done = up => done?,
+        done = down => done?,
+    }
+    Ok(())
+}
+
 /// Copies `from` to `to` until end of input, flushing after every read (the
 /// agent must see each message as soon as it is complete).
+#[cfg(unix)]
 fn pump(from: &mut impl Read, to: &mut impl Write) -> std::io::Result<()> {
     let mut buffer = vec![0u8; PUMP_BUFFER];
     loop {

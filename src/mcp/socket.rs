@@ -12,7 +12,13 @@
 //! SIGHUP). A proxy killed with SIGKILL cannot: the directory's name holds
 //! its pid, and the next bind removes the directories of dead proxies that
 //! belong to this user ([`remove_stale_dirs`]).
+//!
+//! On Windows the socket is a named pipe only this user may open
+//! (`sys::local_socket`), descriptors are not handed over, and the bridge
+//! always copies; the directory still holds the name and is cleaned up the
+//! same way.
 
+#[cfg(unix)]
 use super::bridge::{COPY, TAKEN};
 use super::editor::EditorFs;
 use super::isolated::Isolated;
@@ -20,16 +26,20 @@ use super::tokens::TokenTable;
 use super::tools::LspTools;
 use crate::gate::Gate;
 use crate::proxy_host::ProxyHost;
+use crate::sys::local_socket::{Listener, Stream};
+#[cfg(unix)]
 use crate::sys::FdKind;
 use rmcp::ServiceExt;
+#[cfg(unix)]
 use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, Interest};
+use tokio::io::AsyncReadExt;
+#[cfg(unix)]
+use tokio::io::{AsyncRead, AsyncWrite, Interest};
+#[cfg(unix)]
 use tokio::net::unix::pipe;
-use tokio::net::{UnixListener, UnixStream};
 
 /// How long a new connection may take to send its token line.
 pub const TOKEN_READ_TIMEOUT: Duration = Duration::from_secs(5);
@@ -45,11 +55,9 @@ const DIR_PREFIX: &str = "acp-lsp-";
 /// keeps a stale directory; it never removes a live one. Returns how many
 /// were removed.
 pub fn remove_stale_dirs(tmp: &Path) -> usize {
-    use std::os::unix::fs::MetadataExt;
     let Ok(entries) = std::fs::read_dir(tmp) else {
         return 0;
     };
-    let me = crate::sys::effective_uid();
     let mut removed = 0;
     for entry in entries.flatten() {
         let name = entry.file_name();
@@ -59,7 +67,7 @@ pub fn remove_stale_dirs(tmp: &Path) -> usize {
         let Ok(meta) = std::fs::symlink_metadata(entry.path()) else {
             continue;
         };
-        if !meta.is_dir() || meta.uid() != me || process_exists(pid) {
+        if !meta.is_dir() || !ours(&meta) || process_exists(pid) {
             continue;
         }
         match std::fs::remove_dir_all(entry.path()) {
@@ -70,6 +78,21 @@ pub fn remove_stale_dirs(tmp: &Path) -> usize {
         }
     }
     removed
+}
+
+/// Whether this user owns the directory (on Windows the temp dir is the
+/// user's own).
+fn ours(meta: &std::fs::Metadata) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        meta.uid() == crate::sys::effective_uid()
+    }
+    #[cfg(windows)]
+    {
+        let _ = meta;
+        true
+    }
 }
 
 /// The pid in a socket directory's name, if the name is one of ours.
@@ -115,9 +138,13 @@ impl McpSocket {
             );
         }
         let dir = std::env::temp_dir().join(format!("{DIR_PREFIX}{}-{random}", std::process::id()));
-        std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
+        #[cfg(unix)]
+        std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o700)
+            .create(&dir)?;
+        #[cfg(windows)]
+        std::fs::create_dir(&dir)?;
         let path = dir.join("mcp.sock");
-        let listener = match UnixListener::bind(&path) {
+        let listener = match Listener::bind(&path) {
             Ok(listener) => listener,
             Err(e) => {
                 let _ = std::fs::remove_dir_all(&dir);
@@ -141,7 +168,7 @@ impl Drop for McpSocket {
 }
 
 async fn accept_loop(
-    listener: UnixListener,
+    listener: Listener,
     gate: Arc<Gate<ProxyHost>>,
     tokens: Arc<TokenTable>,
     editor: Option<Arc<EditorFs>>,
@@ -155,7 +182,7 @@ async fn accept_loop(
             Some(_) = connections.join_next(), if !connections.is_empty() => continue,
         };
         let stream = match accepted {
-            Ok((stream, _)) => stream,
+            Ok(stream) => stream,
             Err(e) => {
                 tracing::warn!(error = %e, "MCP socket accept failed");
                 continue;
@@ -170,15 +197,83 @@ async fn accept_loop(
 
 /// The agent's own MCP pipes, handed over with the token line by a bridge
 /// whose stdin and stdout are pipes or sockets.
+#[cfg(unix)]
 struct AgentPipes {
     input: Box<dyn AsyncRead + Send + Unpin>,
     output: Box<dyn AsyncWrite + Send + Unpin>,
 }
 
+/// One accepted connection on Windows: the token line, then MCP on this
+/// stream (nothing is handed over).
+#[cfg(windows)]
+async fn serve_connection(
+    stream: Stream,
+    gate: Arc<Gate<ProxyHost>>,
+    tokens: Arc<TokenTable>,
+    editor: Option<Arc<EditorFs>>,
+    ready_wait: Duration,
+) {
+    let (mut read, write) = stream.into_split();
+    let (line, rest) =
+        match tokio::time::timeout(TOKEN_READ_TIMEOUT, read_token_line(&mut read)).await {
+            Ok(Ok(Some(read))) => read,
+            _ => {
+                tracing::warn!("MCP connection closed: no token line");
+                return;
+            }
+        };
+    let lease = match tokens.admit(line.trim()).await {
+        Ok(lease) => lease,
+        Err(e) => {
+            tracing::warn!(error = %e, "MCP connection refused");
+            return;
+        }
+    };
+    let session = lease.session(std::time::Duration::ZERO).await;
+    tracing::info!(
+        transport = "stdio",
+        session = session.as_deref().unwrap_or("(pending)"),
+        "MCP connection admitted"
+    );
+    // A tool that panics is answered, not left waiting (`isolated`).
+    let tools = Isolated(LspTools::new(gate, lease, editor, ready_wait));
+    let reader = std::io::Cursor::new(rest).chain(read);
+    match tools.serve((reader, write)).await {
+        Ok(running) => {
+            let _ = running.waiting().await;
+        }
+        Err(e) => tracing::warn!(error = %e, "MCP connection failed to initialize"),
+    }
+}
+
+/// Reads the token line (Windows); returns it and the bytes read past it.
+#[cfg(windows)]
+async fn read_token_line(
+    read: &mut crate::sys::local_socket::ReadHalf,
+) -> std::io::Result<Option<(String, Vec<u8>)>> {
+    let mut buffer = vec![0u8; MAX_TOKEN_LINE as usize];
+    let mut filled = 0;
+    loop {
+        let n = read.read(&mut buffer[filled..]).await?;
+        if n == 0 {
+            return Ok(None);
+        }
+        filled += n;
+        if let Some(end) = buffer[..filled].iter().position(|b| *b == b'\n') {
+            let line = String::from_utf8_lossy(&buffer[..end]).into_owned();
+            return Ok(Some((line, buffer[end + 1..filled].to_vec())));
+        }
+        if filled == buffer.len() {
+            return Ok(None);
+        }
+    }
+}
+
 /// One accepted connection: the token line, then MCP on the agent's pipes
 /// when the bridge handed them over, else on this stream.
+#[cfg(unix)]
 async fn serve_connection(
-    stream: UnixStream,
+    stream: Stream,
     gate: Arc<Gate<ProxyHost>>,
     tokens: Arc<TokenTable>,
     editor: Option<Arc<EditorFs>>,
@@ -256,11 +351,12 @@ async fn serve_connection(
     }
 }
 
+#[cfg(unix)]
 /// Reads the token line, with the descriptors sent along with it. Returns
 /// the line, the bytes read past it, and the descriptors; `None` on end of
 /// input or a line longer than [`MAX_TOKEN_LINE`].
 async fn read_token_line(
-    stream: &UnixStream,
+    stream: &Stream,
 ) -> std::io::Result<Option<(String, Vec<u8>, Vec<OwnedFd>)>> {
     let mut buffer = vec![0u8; MAX_TOKEN_LINE as usize];
     let mut filled = 0;
@@ -290,6 +386,7 @@ async fn read_token_line(
     }
 }
 
+#[cfg(unix)]
 /// The agent's stdin and stdout as the bridge handed them over, if both
 /// are pipes or sockets tokio can wait on; `None`: serve the stream instead.
 fn agent_pipes(fds: Vec<OwnedFd>) -> Option<AgentPipes> {
@@ -308,14 +405,16 @@ fn agent_pipes(fds: Vec<OwnedFd>) -> Option<AgentPipes> {
     Some(AgentPipes { input, output })
 }
 
-fn socket_of(fd: OwnedFd) -> Option<UnixStream> {
+#[cfg(unix)]
+fn socket_of(fd: OwnedFd) -> Option<Stream> {
     let socket = std::os::unix::net::UnixStream::from(fd);
     socket.set_nonblocking(true).ok()?;
-    UnixStream::from_std(socket).ok()
+    Stream::from_std(socket).ok()
 }
 
+#[cfg(unix)]
 /// Resolves when the bridge closes its connection (it ended, or was killed).
-async fn bridge_gone(stream: &UnixStream) {
+async fn bridge_gone(stream: &Stream) {
     let mut byte = [0u8; 1];
     loop {
         let _ = stream.readable().await;
@@ -327,12 +426,14 @@ async fn bridge_gone(stream: &UnixStream) {
     }
 }
 
+#[cfg(unix)]
 /// Writes one byte on a shared stream reference.
 trait WriteNow {
     async fn write_all_now(self, byte: u8) -> std::io::Result<()>;
 }
 
-impl WriteNow for &UnixStream {
+#[cfg(unix)]
+impl WriteNow for &Stream {
     async fn write_all_now(self, byte: u8) -> std::io::Result<()> {
         loop {
             self.writable().await?;
@@ -359,6 +460,7 @@ mod tests {
         assert_eq!(stale_dir_pid("other-42-0123456789abcdef"), None);
     }
 
+    #[cfg(unix)]
     #[test]
     fn removes_directories_of_dead_proxies_only() {
         let tmp = tempfile::tempdir().expect("tempdir");

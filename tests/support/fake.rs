@@ -32,10 +32,15 @@ pub const LOG_POLL_INTERVAL: Duration = Duration::from_millis(10);
 
 /// The scriptable fake language server binary (the workspace's
 /// `acp-lsp-fake-server` package), built once per test binary: cargo gives a
-/// package's tests only that package's own executables.
+/// package's tests only that package's own executables. `ACP_LSP_FAKE_SERVER`
+/// names one built already: the Windows tests under wine, which cannot run
+/// the host's cargo (.ci/run builds it for the target first).
 pub fn fake_server() -> &'static str {
     static PATH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     PATH.get_or_init(|| {
+        if let Ok(built) = std::env::var("ACP_LSP_FAKE_SERVER") {
+            return built;
+        }
         let built = super::cargo_build::build_in(
             "acp-lsp-fake-server",
             &["acp-lsp-fake-server"],

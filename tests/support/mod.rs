@@ -126,6 +126,7 @@ pub fn write_compile_commands(root: &Path) {
 
 /// Writes, as `dir/rust-analyzer`, what rustup puts on PATH for a toolchain
 /// without the rust-analyzer component: a program that says so and exits 1.
+#[cfg(unix)]
 pub fn write_rustup_stub(dir: &Path) -> PathBuf {
     let stub = dir.join("rust-analyzer");
     std::fs::write(

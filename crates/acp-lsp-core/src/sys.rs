@@ -1,12 +1,22 @@
-//! Every call into `libc` the gate makes: the kernel's resolution of a path
-//! for URI confinement (`lookup_without_symlinks`, `real_path`). Nothing else
-//! in this crate names `libc` (`tests/tidy.rs` checks), so each `unsafe`
-//! block and its `// SAFETY:` reasoning lives here, once.
+//! Every system call the gate makes: the kernel's resolution of a path for
+//! URI confinement (`lookup_without_symlinks`, `real_path`). Nothing else in
+//! this crate names `libc` or `windows_sys` (`tests/tidy.rs` checks), so
+//! each `unsafe` block and its `// SAFETY:` reasoning lives here, once.
+//!
+//! Per OS: Linux answers both with one or two system calls at any depth
+//! (`openat2(RESOLVE_NO_SYMLINKS)`; `open(O_PATH)` and the `/proc/self/fd`
+//! link). macOS has no `openat2` and no `/proc`: `real_path` opens the path
+//! and asks the kernel where the descriptor is (`fcntl(F_GETPATH)`).
+//! Windows opens a handle that reads nothing and asks for its final,
+//! normalized name (`GetFinalPathNameByHandleW`: symlinks and junctions
+//! followed, 8.3 short names expanded, the on-disk case). Where a lookup
+//! is not answered, confinement walks the path one component at a time.
 
 use std::io;
 
 /// How the kernel's lookup of a path ends when it may follow no symlink.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 pub(crate) enum PlainLookup {
     /// The path exists and no component of it, the last included, is a
     /// symlink: where `open()` lands is the path itself, its `..` taken
@@ -62,7 +72,7 @@ pub(crate) fn lookup_without_symlinks(path: &std::path::Path) -> PlainLookup {
     }
 }
 
-/// Elsewhere: unknown, callers resolve some other way.
+/// Elsewhere (no `openat2`): unknown, callers resolve some other way.
 #[cfg(not(target_os = "linux"))]
 pub(crate) fn lookup_without_symlinks(_path: &std::path::Path) -> PlainLookup {
     PlainLookup::Unknown
@@ -158,16 +168,148 @@ pub(crate) fn real_path(path: &std::path::Path) -> io::Result<std::path::PathBuf
     )))
 }
 
-/// Elsewhere there is no `/proc/self/fd`: callers resolve some other way.
-#[cfg(not(target_os = "linux"))]
+/// macOS: the path opened (symlinks followed) and the kernel asked where
+/// the descriptor is (`fcntl(F_GETPATH)`), which names it as the file
+/// system stores it. Only directories and regular files are opened (a
+/// device's `open` may act); anything else, and a path that does not
+/// exist, is an error and the caller walks.
+#[cfg(target_os = "macos")]
+pub(crate) fn real_path(path: &std::path::Path) -> io::Result<std::path::PathBuf> {
+    use std::ffi::{CStr, CString, OsStr};
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    use std::os::unix::ffi::OsStrExt;
+
+    let meta = std::fs::metadata(path)?;
+    if !(meta.is_dir() || meta.is_file()) {
+        return Err(io::Error::from(io::ErrorKind::Unsupported));
+    }
+    let c_path = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: `c_path` is NUL-terminated and outlives the call, which only
+    // reads it. O_EVTONLY needs no read permission; O_NONBLOCK keeps a FIFO
+    // swapped in since the stat from blocking.
+    let raw = unsafe {
+        libc::open(
+            c_path.as_ptr(),
+            libc::O_EVTONLY | libc::O_NONBLOCK | libc::O_CLOEXEC,
+        )
+    };
+    if raw < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a descriptor open just returned, owned by nothing else.
+    let file = unsafe { OwnedFd::from_raw_fd(raw) };
+    let mut buffer = [0 as libc::c_char; libc::PATH_MAX as usize];
+    // SAFETY: F_GETPATH writes at most MAXPATHLEN (== PATH_MAX) bytes,
+    // NUL-terminated, into the buffer it is given, which has that size.
+    let rc = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GETPATH, buffer.as_mut_ptr()) };
+    if rc == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: on success the kernel wrote a NUL-terminated string into `buffer`.
+    let name = unsafe { CStr::from_ptr(buffer.as_ptr()) };
+    let bytes = name.to_bytes();
+    if !bytes.starts_with(b"/") {
+        return Err(io::Error::from(io::ErrorKind::Unsupported));
+    }
+    Ok(std::path::PathBuf::from(OsStr::from_bytes(bytes)))
+}
+
+/// Windows: a handle opened for no access at all (nothing is read; a
+/// directory needs `FILE_FLAG_BACKUP_SEMANTICS`), asked for its final name
+/// (`GetFinalPathNameByHandleW`, normalized, with its drive letter):
+/// symlinks and junctions followed, 8.3 short names expanded, each name in
+/// the case the file system stores. The `\\?\` the answer starts with is
+/// taken off (`C:\…`, `\\server\share\…`), so it compares with roots
+/// spelled the usual way.
+#[cfg(windows)]
+pub(crate) fn real_path(path: &std::path::Path) -> io::Result<std::path::PathBuf> {
+    use std::os::windows::ffi::{OsStrExt, OsStringExt};
+    use std::os::windows::io::{FromRawHandle, OwnedHandle};
+    use windows_sys::Win32::Foundation::INVALID_HANDLE_VALUE;
+    use windows_sys::Win32::Storage::FileSystem::{
+        CreateFileW, GetFinalPathNameByHandleW, FILE_FLAG_BACKUP_SEMANTICS, FILE_NAME_NORMALIZED,
+        FILE_SHARE_DELETE, FILE_SHARE_READ, FILE_SHARE_WRITE, OPEN_EXISTING, VOLUME_NAME_DOS,
+    };
+
+    let mut wide: Vec<u16> = path.as_os_str().encode_wide().collect();
+    if wide.contains(&0) {
+        return Err(io::Error::from(io::ErrorKind::InvalidInput));
+    }
+    wide.push(0);
+    // SAFETY: `wide` is NUL-terminated and outlives the call; access 0 asks
+    // for no rights (the name only), every sharing mode is allowed, and no
+    // security attributes or template are passed.
+    let raw = unsafe {
+        CreateFileW(
+            wide.as_ptr(),
+            0,
+            FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE,
+            std::ptr::null(),
+            OPEN_EXISTING,
+            FILE_FLAG_BACKUP_SEMANTICS,
+            std::ptr::null_mut(),
+        )
+    };
+    if raw == INVALID_HANDLE_VALUE {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a handle CreateFileW just returned, owned by nothing else.
+    let handle = unsafe { OwnedHandle::from_raw_handle(raw) };
+    let mut buffer = vec![0u16; 1024];
+    loop {
+        // SAFETY: the handle is open for the call; the pointer and length
+        // describe `buffer`, which the call writes at most that many units into.
+        let n = unsafe {
+            GetFinalPathNameByHandleW(
+                std::os::windows::io::AsRawHandle::as_raw_handle(&handle),
+                buffer.as_mut_ptr(),
+                buffer.len() as u32,
+                FILE_NAME_NORMALIZED | VOLUME_NAME_DOS,
+            )
+        } as usize;
+        if n == 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if n < buffer.len() {
+            buffer.truncate(n);
+            break;
+        }
+        // Too small: `n` is the size needed, with the NUL.
+        if n > 32 * 1024 {
+            return Err(io::Error::from(io::ErrorKind::Unsupported));
+        }
+        buffer = vec![0u16; n];
+    }
+    plain_windows_path(std::ffi::OsString::from_wide(&buffer))
+        .ok_or_else(|| io::Error::from(io::ErrorKind::Unsupported))
+}
+
+/// `\\?\C:\x` as `C:\x` and `\\?\UNC\server\share\x` as
+/// `\\server\share\x`; `None` for any other verbatim or device path.
+#[cfg(windows)]
+fn plain_windows_path(name: std::ffi::OsString) -> Option<std::path::PathBuf> {
+    let text = name.into_string().ok()?;
+    if let Some(rest) = text.strip_prefix(r"\\?\UNC\") {
+        return Some(std::path::PathBuf::from(format!(r"\\{rest}")));
+    }
+    let rest = text.strip_prefix(r"\\?\")?;
+    let bytes = rest.as_bytes();
+    (bytes.len() >= 3 && bytes[0].is_ascii_alphabetic() && bytes[1] == b':' && bytes[2] == b'\\')
+        .then(|| std::path::PathBuf::from(rest))
+}
+
+/// Elsewhere: callers resolve some other way.
+#[cfg(not(any(target_os = "linux", target_os = "macos", windows)))]
 pub(crate) fn real_path(_path: &std::path::Path) -> io::Result<std::path::PathBuf> {
     Err(io::Error::from(io::ErrorKind::Unsupported))
 }
 
-#[cfg(test)]
+#[cfg(all(test, unix))]
 mod tests {
     use super::*;
 
+    #[cfg(target_os = "linux")]
     fn mkfifo(path: &std::path::Path) {
         let made = std::process::Command::new("mkfifo").arg(path).status();
         assert!(made.unwrap().success(), "mkfifo {}", path.display());
@@ -211,6 +353,8 @@ mod tests {
         assert!(real_path(&base.join("b/loop1")).is_err());
     }
 
+    /// Linux only: macOS opens only directories and regular files.
+    #[cfg(target_os = "linux")]
     #[test]
     fn real_path_does_not_block_on_a_fifo() {
         let dir = tempfile::tempdir().unwrap();
@@ -221,6 +365,8 @@ mod tests {
         assert_eq!(real_path(&fifo).unwrap(), fifo);
     }
 
+    /// Linux only: elsewhere there is no `openat2`, the lookup is `Unknown`.
+    #[cfg(target_os = "linux")]
     #[test]
     fn a_lookup_without_symlinks_tells_them_apart() {
         use std::os::unix::fs::symlink;

@@ -2,7 +2,7 @@
 
 use super::*;
 use serde_json::{json, Value};
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
 struct Tree {
     dir: tempfile::TempDir,

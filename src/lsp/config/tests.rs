@@ -164,7 +164,7 @@ file_extensions = [".aaa"]
     assert_eq!(c.allowed_uri_schemes, vec!["jdt".to_string()]);
     assert_eq!(c.trusted_projects, vec![PathBuf::from("/src/work")]);
     assert_eq!(c.read_only_roots[1], PathBuf::from("/etc/acp-lsp/vendor"));
-    if let Some(home) = home_dir() {
+    if let Some(home) = super::paths::home_dir() {
         assert_eq!(c.read_only_roots[0], home.join(".rustup/toolchains"));
     }
 }
@@ -252,7 +252,9 @@ fn missing_command_is_invalid_and_names_key() {
 
 #[test]
 fn error_display_uses_tilde() {
-    let Some(home) = home_dir() else { return };
+    let Some(home) = super::paths::home_dir() else {
+        return;
+    };
     if home == Path::new("/") {
         return;
     }
@@ -477,6 +479,7 @@ fn quotas_and_http_limits_are_read_and_checked() {
     assert!(zero.is_err());
 }
 
+#[cfg(unix)]
 #[test]
 fn project_code_off_pins_typescript_beside_the_server() {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -1,6 +1,11 @@
 //! A server's environment: the allowlist (exact names, toolchain families
 //! by prefix or suffix), names that look like credentials refused inside
 //! the families, the spec's passthrough and extra variables on top.
+//!
+//! On Windows variable names are compared ignoring ASCII case (`Path` is
+//! `PATH`), as the OS does, and the variables Windows programs cannot start
+//! or find their folders without (`SystemRoot`, `APPDATA`, `PATHEXT`, …)
+//! are in the list.
 
 use super::*;
 
@@ -93,6 +98,53 @@ pub(crate) const ENV_ALLOWED: &[(&str, &str)] = &[
         "LD_LIBRARY_PATH",
         "servers and toolchains installed outside the system library path",
     ),
+    (
+        "DEVELOPER_DIR",
+        "macOS: which Xcode or command line tools clangd and the toolchain use",
+    ),
+    (
+        "SDKROOT",
+        "macOS: the SDK clangd and build scripts compile against",
+    ),
+    (
+        "SystemRoot",
+        "Windows: where the system is; nothing starts without it",
+    ),
+    ("SystemDrive", "Windows: the system drive"),
+    ("windir", "Windows: the same as SystemRoot, for older tools"),
+    ("ComSpec", "Windows: cmd.exe, which runs npm's .cmd shims"),
+    (
+        "PATHEXT",
+        "Windows: which extensions make a program (.cmd shims)",
+    ),
+    ("TEMP", "Windows: where temporary files go"),
+    ("TMP", "Windows: the same"),
+    ("USERPROFILE", "Windows: the user's home directory"),
+    ("HOMEDRIVE", "Windows: the drive of the home directory"),
+    ("HOMEPATH", "Windows: the home directory on that drive"),
+    ("USERNAME", "Windows: the user name"),
+    (
+        "APPDATA",
+        "Windows: per-user configuration (npm's global folder)",
+    ),
+    ("LOCALAPPDATA", "Windows: per-user caches"),
+    ("ProgramData", "Windows: machine-wide data"),
+    ("ProgramFiles", "Windows: where programs are installed"),
+    (
+        "ProgramFiles(x86)",
+        "Windows: the same, for 32-bit programs",
+    ),
+    (
+        "ProgramW6432",
+        "Windows: the same, seen from 32-bit programs",
+    ),
+    ("CommonProgramFiles", "Windows: shared program files"),
+    (
+        "NUMBER_OF_PROCESSORS",
+        "Windows: how many threads tools start",
+    ),
+    ("PROCESSOR_ARCHITECTURE", "Windows: which binaries to run"),
+    ("OS", "Windows: tools that check they run on Windows_NT"),
 ];
 
 /// Families of variables a server inherits by name prefix, with the reason;
@@ -172,17 +224,36 @@ pub(crate) fn is_allowed_env(name: &OsStr) -> bool {
     let Some(name) = name.to_str() else {
         return false;
     };
-    if ENV_ALLOWED.iter().any(|(allowed, _)| *allowed == name) {
+    if ENV_ALLOWED
+        .iter()
+        .any(|(allowed, _)| same_name(allowed, name))
+    {
         return true;
     }
     let upper = name.to_ascii_uppercase();
     let family = ENV_ALLOWED_PREFIXES
         .iter()
-        .any(|(prefix, _)| name.starts_with(prefix))
+        .any(|(prefix, _)| starts_with_name(name, prefix))
         || ENV_ALLOWED_SUFFIXES
             .iter()
             .any(|(suffix, _)| upper.ends_with(suffix));
     family && !looks_like_credential(name)
+}
+
+/// Whether two variable names are the same: byte for byte on Unix,
+/// ignoring ASCII case on Windows.
+fn same_name(a: &str, b: &str) -> bool {
+    if cfg!(windows) {
+        a.eq_ignore_ascii_case(b)
+    } else {
+        a == b
+    }
+}
+
+/// Whether `name` starts with `prefix`, compared as [`same_name`] does.
+fn starts_with_name(name: &str, prefix: &str) -> bool {
+    name.get(..prefix.len())
+        .is_some_and(|start| same_name(start, prefix))
 }
 
 /// Whether `name` is one of `passthrough`: an exact name, or `PREFIX*`.
@@ -191,8 +262,8 @@ fn is_passed_through(name: &OsStr, passthrough: &[String]) -> bool {
         return false;
     };
     passthrough.iter().any(|keep| match keep.strip_suffix('*') {
-        Some(prefix) => name.starts_with(prefix),
-        None => keep == name,
+        Some(prefix) => starts_with_name(name, prefix),
+        None => same_name(keep, name),
     })
 }
 
@@ -207,6 +278,8 @@ where
         .filter(|(name, _)| is_allowed_env(name) || is_passed_through(name, &spec.env_passthrough))
         .collect();
     for (name, value) in &spec.env_extra {
+        // On Windows `Path` and `PATH` are one variable: the spec's wins.
+        env.retain(|have, _| !have.to_str().is_some_and(|have| same_name(have, name)));
         env.insert(OsString::from(name), OsString::from(value));
     }
     env.into_iter().collect()

@@ -25,17 +25,11 @@ impl Registry {
     /// the whole process tree (acpx) signals the servers at the same time,
     /// and they must not be restarted.
     pub fn begin_shutdown_on_signal(self: &Arc<Self>) -> std::io::Result<AbortOnDropHandle<()>> {
-        use tokio::signal::unix::{signal, SignalKind};
-        let mut term = signal(SignalKind::terminate())?;
-        let mut interrupt = signal(SignalKind::interrupt())?;
-        let mut hangup = signal(SignalKind::hangup())?;
+        // SIGTERM, SIGINT, SIGHUP on Unix; Ctrl-C, Ctrl-Break, console close on Windows.
+        let mut signals = crate::sys::signals::Signals::install()?;
         let registry = Arc::downgrade(self);
         Ok(AbortOnDropHandle::new(tokio::spawn(async move {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = interrupt.recv() => {}
-                _ = hangup.recv() => {}
-            }
+            signals.recv().await;
             if let Some(registry) = registry.upgrade() {
                 registry.begin_shutdown();
             }

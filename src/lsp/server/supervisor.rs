@@ -626,7 +626,10 @@ struct Crash {
 /// (see [`Server::ended_by_shutdown`]).
 pub const SIGNALLED_EXIT_WAIT: Duration = Duration::from_secs(2);
 
-/// Whether a process ended by SIGTERM, SIGINT or SIGHUP.
+/// Whether a process ended by SIGTERM, SIGINT or SIGHUP. Never on Windows:
+/// a server runs with a console of its own (`CREATE_NO_WINDOW`), so the
+/// Ctrl-C or console close that ends the proxy's tree does not reach it.
+#[cfg(unix)]
 fn by_termination_signal(exited: &std::io::Result<LinkStatus>) -> bool {
     use std::os::unix::process::ExitStatusExt;
     match exited {
@@ -634,6 +637,11 @@ fn by_termination_signal(exited: &std::io::Result<LinkStatus>) -> bool {
         Ok(LinkStatus::Exited(status)) => matches!(status.signal(), Some(1 | 2 | 15)),
         _ => false,
     }
+}
+
+#[cfg(windows)]
+fn by_termination_signal(_exited: &std::io::Result<LinkStatus>) -> bool {
+    false
 }
 
 /// How the `initialize` handshake ended.

@@ -182,6 +182,7 @@ mod tests {
     struct Tree {
         _dir: tempfile::TempDir,
         root: PathBuf,
+        #[cfg_attr(not(unix), allow(dead_code))]
         outside: PathBuf,
         confinement: Confinement,
     }
@@ -249,6 +250,7 @@ mod tests {
         assert!(cache.get(&file, &t.confinement).is_none());
     }
 
+    #[cfg(unix)]
     #[test]
     fn a_kept_file_whose_path_now_leads_outside_is_not_shown() {
         let t = tree();

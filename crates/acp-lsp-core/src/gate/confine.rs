@@ -211,6 +211,10 @@ impl Confinement {
         if !raw_path.starts_with('/') {
             return Err(invalid(uri, "file URI path is not absolute"));
         }
+        #[cfg(windows)]
+        if let Some(why) = windows_name_trouble(raw_path) {
+            return Err(invalid(uri, why));
+        }
 
         // WHATWG reading: `url` removes dot segments (also `%2e`) lexically.
         let url = Url::parse(uri).map_err(|e| invalid(uri, &e.to_string()))?;
@@ -359,8 +363,108 @@ fn decode_path(raw_path: &str) -> Option<PathBuf> {
     }
     #[cfg(not(unix))]
     {
-        String::from_utf8(bytes).ok().map(PathBuf::from)
+        // `/C:/x` is `C:/x` to the Windows API, as to WHATWG parsers.
+        let text = String::from_utf8(bytes).ok()?;
+        let drive = text.as_bytes();
+        let path = if drive.len() >= 3
+            && drive[0] == b'/'
+            && drive[1].is_ascii_alphabetic()
+            && drive[2] == b':'
+        {
+            &text[1..]
+        } else {
+            &text[..]
+        };
+        Some(PathBuf::from(path))
     }
+}
+
+/// Why the Windows API would not open the file a URI's path names, or
+/// would open another one: the names it rewrites or reads specially. A
+/// component with a trailing dot or space loses it (`.. ` is `..`, which
+/// climbs out of the root that `..␠` seemed to stay in); `CON`, `NUL`, `COM1`
+/// and their like (with any extension) are devices in every directory; a
+/// `:` after the drive names a stream of another file; `<>"|?*` and control
+/// characters are no names at all. Checked on the decoded path, before
+/// either reading, so nothing outside a drive (a network share) is ever
+/// looked up.
+#[cfg(windows)]
+fn windows_name_trouble(raw_path: &str) -> Option<&'static str> {
+    /// DOS device names, reserved in every directory (compared upper case).
+    const DEVICES: &[&str] = &[
+        "CON",
+        "PRN",
+        "AUX",
+        "NUL",
+        "CONIN$",
+        "CONOUT$",
+        "CLOCK$",
+        "COM0",
+        "COM1",
+        "COM2",
+        "COM3",
+        "COM4",
+        "COM5",
+        "COM6",
+        "COM7",
+        "COM8",
+        "COM9",
+        "COM\u{b9}",
+        "COM\u{b2}",
+        "COM\u{b3}",
+        "LPT0",
+        "LPT1",
+        "LPT2",
+        "LPT3",
+        "LPT4",
+        "LPT5",
+        "LPT6",
+        "LPT7",
+        "LPT8",
+        "LPT9",
+        "LPT\u{b9}",
+        "LPT\u{b2}",
+        "LPT\u{b3}",
+    ];
+    let decoded = decode_path(raw_path)?;
+    let text = decoded.to_str()?;
+    // A path on a drive, nothing else: `//server/share` would send the
+    // user's credentials to that server at the first look-up, and `/x`
+    // is relative to whichever drive is current.
+    let drive = text.as_bytes();
+    if !(drive.len() >= 3 && drive[0].is_ascii_alphabetic() && drive[1] == b':' && drive[2] == b'/')
+    {
+        return Some("the path does not start with a drive letter (C:/…)");
+    }
+    for (i, name) in text.split(['/', '\\']).enumerate() {
+        if name.is_empty() || name == "." || name == ".." {
+            continue;
+        }
+        // The drive (`C:`) is the first name after `/C:/` was made `C:/`.
+        if i == 0 && name.len() == 2 && name.ends_with(':') {
+            continue;
+        }
+        if name.ends_with(['.', ' ']) {
+            return Some("a file name ends with a dot or a space (Windows drops it)");
+        }
+        if name.contains(':') {
+            return Some("a file name holds a colon (a stream of another file on Windows)");
+        }
+        if name
+            .chars()
+            .any(|c| c < ' ' || matches!(c, '<' | '>' | '"' | '|' | '?' | '*'))
+        {
+            return Some("a file name holds a character Windows does not allow");
+        }
+        let stem = name.split('.').next().unwrap_or(name).trim_end_matches(' ');
+        if DEVICES
+            .iter()
+            .any(|device| stem.eq_ignore_ascii_case(device))
+        {
+            return Some("a file name is a Windows device (CON, NUL, COM1, …)");
+        }
+    }
+    None
 }
 
 /// Removes `.` and `..` without touching the filesystem (`..` at the root
@@ -453,7 +557,7 @@ fn resolve_walk(path: &Path) -> Result<PathBuf, ResolveError> {
     let mut hops = 0;
     while let Some(step) = pending.pop() {
         match step {
-            Step::Prefix(prefix) => resolved = PathBuf::from(prefix),
+            Step::Prefix(prefix) => resolved = plain_prefix(&prefix).ok_or(ResolveError::Io)?,
             Step::Root => {
                 let mut base = PathBuf::new();
                 if let Some(prefix @ Component::Prefix(_)) = resolved.components().next() {
@@ -494,7 +598,60 @@ fn resolve_walk(path: &Path) -> Result<PathBuf, ResolveError> {
             }
         }
     }
-    Ok(resolved)
+    Ok(stored_names(resolved))
+}
+
+/// A path prefix as the roots spell it: a link's target may be verbatim
+/// (`\\?\C:`, `\\?\UNC\server\share`), which is the same place as `C:` or
+/// `\\server\share`. Any other verbatim or device prefix (`\\?\Volume{…}`,
+/// `\\.\pipe`) is not resolved: the URI is refused.
+fn plain_prefix(prefix: &std::ffi::OsStr) -> Option<PathBuf> {
+    let Some(Component::Prefix(parsed)) = Path::new(prefix).components().next() else {
+        return Some(PathBuf::from(prefix));
+    };
+    match parsed.kind() {
+        std::path::Prefix::VerbatimDisk(drive) | std::path::Prefix::Disk(drive) => {
+            Some(PathBuf::from(format!("{}:", char::from(drive))))
+        }
+        std::path::Prefix::VerbatimUNC(server, share) | std::path::Prefix::UNC(server, share) => {
+            let mut unc = OsString::from(r"\\");
+            unc.push(server);
+            unc.push(r"\");
+            unc.push(share);
+            Some(PathBuf::from(unc))
+        }
+        std::path::Prefix::Verbatim(_) | std::path::Prefix::DeviceNS(_) => None,
+    }
+}
+
+/// The walk's answer with its existing part named as the file system
+/// stores it, where names are not compared byte for byte by the file
+/// system (macOS, Windows: case, 8.3 short names): the deepest existing
+/// ancestor (symlink-free: the walk resolved every link in it) is asked of
+/// the kernel, and the missing rest appended. Roots are resolved the same
+/// way, so containment stays a plain prefix test with no case folding
+/// (which would accept a sibling that differs only in case on a volume
+/// that tells them apart). Linux compares names byte for byte: unchanged.
+fn stored_names(resolved: PathBuf) -> PathBuf {
+    if cfg!(target_os = "linux") {
+        return resolved;
+    }
+    let mut existing = resolved.as_path();
+    let mut missing = Vec::new();
+    loop {
+        if let Ok(real) = crate::sys::real_path(existing) {
+            let mut out = real;
+            out.extend(missing.iter().rev());
+            return out;
+        }
+        match (existing.parent(), existing.file_name()) {
+            (Some(parent), Some(name)) => {
+                missing.push(name.to_owned());
+                existing = parent;
+            }
+            _ => return resolved,
+        }
+    }
 }
 
 /// Canonical form of a configured root: resolved when possible, otherwise

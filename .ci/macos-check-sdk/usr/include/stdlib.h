@@ -1,0 +1,2 @@
+/* Stand-in for the macOS SDK's header (see ../../README.md). */
+void abort(void);

@@ -1,0 +1,6 @@
+/* Stand-in for the macOS SDK's header (see ../../README.md). */
+#include <stddef.h>
+void *memcpy(void *restrict, const void *restrict, size_t);
+void *memmove(void *, const void *, size_t);
+void *memset(void *, int, size_t);
+int memcmp(const void *, const void *, size_t);
