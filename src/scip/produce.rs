@@ -1,0 +1,1 @@
+//! `acp-lsp index`.
