@@ -24,6 +24,8 @@ use std::sync::Arc;
 
 #[path = "main/args.rs"]
 mod args;
+#[path = "main/index.rs"]
+mod index;
 
 use args::{
     Cli, Command, ConformanceAction, ConformanceArgs, DaemonAction, LogArgs, LogFormat, RenameArgs,
@@ -204,6 +206,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Servers { dir, config, .. } => run_servers(dir, config),
+        Command::Index(args) => index::run(args),
     }
 }
 

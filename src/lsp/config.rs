@@ -47,7 +47,8 @@
 //! `trusted_projects`, `project_code` (`"run"` or `"off"`, see [`ProjectCode`]),
 //! `max_requests_per_session`, `max_requests_total` (the gate's quotas), `mcp_http`
 //! (a table: `max_body_bytes`, `max_concurrent`, `read_timeout_ms`), `servers`,
-//! `shared` (`true`: `acp-lsp proxy` acts as with `--shared`, see `crate::daemon`).
+//! `shared` (`true`: `acp-lsp proxy` acts as with `--shared`, see `crate::daemon`),
+//! `indexes` (a table: `paths`, `conventional`, `max_occurrences`, `max_bytes`; see `crate::scip::config`).
 //! A list given in a file replaces the list it is merged over.
 //!
 //! Keys of a `[servers.NAME]` table (all optional when NAME is an existing server):
@@ -221,6 +222,8 @@ pub struct Config {
     pub mcp_http: McpHttpLimits,
     /// `proxy` uses the shared per-user daemon (as with `--shared`).
     pub shared: bool,
+    /// Where SCIP indexes are found and what loading one may take (`[indexes]`, `crate::scip`).
+    pub indexes: crate::scip::IndexesConfig,
     /// Files that were read, in order.
     pub sources: Vec<PathBuf>,
 }
@@ -324,6 +327,7 @@ struct FileConfig {
     max_requests_total: Option<usize>,
     mcp_http: Option<McpHttpPatch>,
     shared: Option<bool>,
+    indexes: Option<crate::scip::IndexesPatch>,
     #[serde(default)]
     servers: BTreeMap<String, ServerPatch>,
 }
@@ -397,6 +401,7 @@ impl Config {
             max_requests_total: crate::gate::DEFAULT_MAX_REQUESTS_TOTAL,
             mcp_http: McpHttpLimits::default(),
             shared: false,
+            indexes: crate::scip::IndexesConfig::default(),
             sources: Vec::new(),
         }
     }
@@ -655,6 +660,12 @@ fn merge_text(
         if let Some(ms) = http.read_timeout_ms {
             limits.read_timeout = Duration::from_millis(ms);
         }
+    }
+    if let Some(indexes) = file.indexes {
+        config
+            .indexes
+            .apply(indexes, |p| resolve_path(p, origin))
+            .map_err(|(key, message)| invalid(key, message))?;
     }
     if let Some(trusted) = file.trusted_projects {
         if kind == FileKind::Project {

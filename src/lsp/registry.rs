@@ -30,6 +30,7 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 
+mod indexes;
 mod lifecycle;
 
 /// Namespace of acp-lsp's server ids.
@@ -124,11 +125,14 @@ pub struct Registry {
     nested_timers: Mutex<HashMap<String, tokio::task::JoinHandle<()>>>,
     /// Servers being stopped to make room or after idling (awaited by `shutdown`).
     retiring: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    /// The sessions' SCIP indexes, servers of their own (`crate::scip`).
+    indexes: crate::scip::Indexes,
 }
 
 impl Registry {
     pub fn new(config: Config, mut options: RegistryOptions) -> Arc<Registry> {
         options.lazy |= config.lazy;
+        let indexes = crate::scip::Indexes::new(config.indexes.clone());
         Arc::new_cyclic(|me| Registry {
             me: me.clone(),
             config,
@@ -146,6 +150,7 @@ impl Registry {
             starting: Mutex::new(()),
             nested_timers: Mutex::new(HashMap::new()),
             retiring: Mutex::new(Vec::new()),
+            indexes,
         })
     }
 
@@ -458,7 +463,10 @@ impl Registry {
 
 impl LspHost for Registry {
     async fn servers(&self, session: &Session) -> Vec<ServerEntry> {
-        self.entries(session, true).await
+        let (mut entries, indexes) =
+            tokio::join!(self.entries(session, true), self.indexes.entries(session));
+        entries.extend(indexes);
+        entries
     }
 
     async fn route(&self, session: &Session, server_id: &str) -> Result<Route, GateError> {
@@ -466,6 +474,9 @@ impl LspHost for Registry {
             server_id: server_id.into(),
             servers: Vec::new(),
         };
+        if self.indexes.is_index(server_id) {
+            return self.indexes.route(session, server_id).await.ok_or_else(unknown);
+        }
         // A server of another session is unknown here too: sessions do not
         // learn of each other's servers.
         let attached = self.session_servers(session.id()).await.unwrap_or_default();
@@ -482,6 +493,9 @@ impl LspHost for Registry {
     }
 
     async fn request(&self, call: HostCall) -> Result<HostReply, GateError> {
+        if self.indexes.is_index(&call.server_id) {
+            return self.indexes.request(call, self).await;
+        }
         // In flight from here: not stopped for idleness or to make room.
         let _use = InUse::begin(self, &call.server_id);
         // The server it names starts if idle (first: it must not lose its
@@ -537,6 +551,7 @@ impl LspHost for Registry {
     }
 
     fn session_opened(self: &Arc<Self>, session: &Arc<Session>) {
+        self.open_indexes(session);
         let (tx, rx) = watch::channel(None);
         self.write().sessions.insert(session.id().to_string(), rx);
         let registry = Arc::clone(self);
@@ -553,6 +568,7 @@ impl LspHost for Registry {
     }
 
     fn session_closed(self: &Arc<Self>, session: &Arc<Session>) {
+        self.indexes.session_closed(session);
         self.unwatch_session(session.id());
         let orphaned: Vec<String> = {
             let mut tables = self.write();

@@ -205,6 +205,10 @@ pub(crate) enum Command {
         #[arg(long)]
         print_builtins: bool,
     },
+    /// Build SCIP indexes of a project (rust-analyzer scip, scip-python,
+    /// scip-typescript) where a session on it finds them, with the sidecar
+    /// that lets acp-lsp answer from them before the live servers are ready.
+    Index(crate::index::IndexArgs),
 }
 
 #[derive(Subcommand)]

@@ -224,22 +224,27 @@ impl Indexes {
     }
 
     /// Finds and loads the indexes of a session's roots, in the background
-    /// (must be called inside a tokio runtime).
-    pub fn session_opened(&self, session: &Arc<Session>) {
+    /// (must be called inside a tokio runtime). `for_root` gives a root's
+    /// configuration (a trusted project file may add to the user's); the
+    /// configuration given to [`Indexes::new`] when it gives `None`.
+    pub fn session_opened(
+        &self,
+        session: &Arc<Session>,
+        for_root: impl Fn(&Path) -> Option<IndexesConfig> + Send + 'static,
+    ) {
         let (served_tx, served_rx) = watch::channel(Arc::new(Vec::new()));
         let (settled_tx, settled_rx) = watch::channel(false);
         let config = self.config.clone();
-        let limits = config.limits;
         let loaded = Arc::clone(&self.loaded);
         let roots: Vec<PathBuf> = session.roots().to_vec();
         let task = tokio::spawn(async move {
-            let found = tokio::task::spawn_blocking(move || discover(&config, &roots, &loaded))
-                .await
-                .unwrap_or_default();
-            let found = Arc::new(found);
-            served_tx.send_replace(Arc::clone(&found));
-            let loads = found.iter().map(|served| {
-                let served = Arc::clone(served);
+            let found = tokio::task::spawn_blocking(move || {
+                discover(&roots, &loaded, |root| for_root(root).unwrap_or_else(|| config.clone()))
+            })
+            .await
+            .unwrap_or_default();
+            served_tx.send_replace(Arc::new(found.iter().map(|(s, _)| Arc::clone(s)).collect()));
+            let loads = found.into_iter().map(|(served, limits)| {
                 tokio::task::spawn_blocking(move || {
                     served.state.get_or_init(|| load_served(&served, limits));
                 })
@@ -418,16 +423,17 @@ impl Indexes {
     }
 }
 
-/// The indexes of `roots`: already loaded ones reused, new ones made
-/// (not loaded yet).
+/// The indexes of `roots` with the limits of their load: already loaded
+/// ones reused, new ones made (not loaded yet).
 fn discover(
-    config: &IndexesConfig,
     roots: &[PathBuf],
     loaded: &Mutex<HashMap<LoadKey, Arc<Served>>>,
-) -> Vec<Arc<Served>> {
-    let mut found: Vec<Arc<Served>> = Vec::new();
+    config_for: impl Fn(&Path) -> IndexesConfig,
+) -> Vec<(Arc<Served>, load::LoadLimits)> {
+    let mut found: Vec<(Arc<Served>, load::LoadLimits)> = Vec::new();
     for root in roots {
         let base = root.canonicalize().unwrap_or_else(|_| root.clone());
+        let config = config_for(&base);
         for (file, base) in config.files_for(&base) {
             let file = file.canonicalize().unwrap_or(file);
             let project = project_root(&file, &base);
@@ -449,8 +455,8 @@ fn discover(
                     state: OnceLock::new(),
                 })
             }));
-            if !found.iter().any(|s| s.id == served.id) {
-                found.push(served);
+            if !found.iter().any(|(s, _)| s.id == served.id) {
+                found.push((served, config.limits));
             }
         }
     }
