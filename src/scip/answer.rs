@@ -261,8 +261,10 @@ impl<'a> Answering<'a> {
         Ok(())
     }
 
-    /// Locations of `occurrences`, for unchanged documents; the rest uncovered.
-    fn locations(&mut self, occurrences: &[u32]) -> Answer {
+    /// Locations of `occurrences`, for unchanged documents; the rest
+    /// uncovered. With `names_only`, occurrences that are not names
+    /// (operators, module keywords, whole-file ranges) are left out.
+    fn locations(&mut self, occurrences: &[u32], names_only: bool) -> Answer {
         let mut result = Vec::new();
         let mut uncovered = BTreeMap::new();
         let mut answered = Vec::new();
@@ -277,6 +279,10 @@ impl<'a> Answering<'a> {
             if last_document != Some(document) {
                 answered.push(self.uri(document));
                 last_document = Some(document);
+            }
+            let nth = occurrence - self.index.occurrences_in(document).start;
+            if names_only && !checked.is_name(nth) {
+                continue;
             }
             result.push(self.location(occurrence));
         }
@@ -301,7 +307,7 @@ impl<'a> Answering<'a> {
                 ),
             });
         }
-        Ok(self.locations(&definitions))
+        Ok(self.locations(&definitions, false))
     }
 
     fn references(&mut self, symbol: u32, include_declaration: bool) -> Answer {
@@ -312,7 +318,7 @@ impl<'a> Answering<'a> {
             .copied()
             .filter(|&o| include_declaration || !self.index.occurrence(o).is_definition())
             .collect();
-        self.locations(&occurrences)
+        self.locations(&occurrences, true)
     }
 
     fn implementations(&mut self, symbol: u32) -> Answer {
@@ -323,7 +329,7 @@ impl<'a> Answering<'a> {
             .collect();
         definitions.sort_unstable();
         definitions.dedup();
-        self.locations(&definitions)
+        self.locations(&definitions, true)
     }
 
     fn hover(&mut self, document: u32, occurrence: u32, symbol: u32) -> Result<Answer, Decline> {

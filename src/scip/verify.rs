@@ -66,6 +66,11 @@ pub struct Checked {
     keep: bool,
     /// Line number → text, for the lines with non-ASCII characters.
     non_ascii: HashMap<u32, Box<str>>,
+    /// Per occurrence of the document (bit `i` for its `i`th): whether its
+    /// text is a name. Indexers also record operators (`+` for `Add::add`),
+    /// keywords that name modules (`self`, `super`, `crate`) and whole-file
+    /// ranges (a module's definition); servers list names only.
+    names: Vec<u64>,
 }
 
 impl Checked {
@@ -75,7 +80,15 @@ impl Checked {
             stamp: None,
             keep: false,
             non_ascii: HashMap::new(),
+            names: Vec::new(),
         })
+    }
+
+    /// Whether the `nth` occurrence of the document is a name.
+    pub fn is_name(&self, nth: u32) -> bool {
+        self.names
+            .get(nth as usize / 64)
+            .is_some_and(|word| word & (1 << (nth % 64)) != 0)
     }
 
     /// `character` of `line` from `from` to `to`. ASCII lines are the same
@@ -202,6 +215,11 @@ impl Truth {
         } else {
             HashMap::new()
         };
+        let names = if unchanged {
+            names_of(index, document, &read.text)
+        } else {
+            Vec::new()
+        };
         let keep = read
             .stamp
             .modified
@@ -216,6 +234,7 @@ impl Truth {
             stamp: Some(read.stamp),
             keep,
             non_ascii,
+            names,
         });
         if checked.keep {
             let bytes: usize = checked.non_ascii.values().map(|l| l.len()).sum();
@@ -234,6 +253,44 @@ impl Truth {
     }
 }
 
+/// The name bits of `document`'s occurrences over its `text` (see [`Checked`]).
+fn names_of(index: &Index, document: u32, text: &str) -> Vec<u64> {
+    let d = &index.documents[document as usize];
+    let rust = d.language.eq_ignore_ascii_case("rust") || d.path.ends_with(".rs");
+    let lines: Vec<&str> = text.split('\n').collect();
+    let range = index.occurrences_in(document);
+    let mut bits = vec![0u64; (range.len()).div_ceil(64)];
+    for (i, o) in range.enumerate() {
+        let span = index.occurrence(o).span;
+        if span.start.line != span.end.line || span.start == span.end {
+            continue;
+        }
+        let Some(line) = lines.get(span.start.line as usize) else {
+            continue;
+        };
+        let line = line.trim_end_matches('\r');
+        let byte = |c: u32| convert(line, c, d.encoding, Encoding::Utf8) as usize;
+        let Some(word) = line.get(byte(span.start.character)..byte(span.end.character)) else {
+            continue;
+        };
+        if is_name(word, rust) {
+            bits[i / 64] |= 1 << (i % 64);
+        }
+    }
+    bits
+}
+
+/// An identifier, and in Rust not a keyword that names a module.
+fn is_name(word: &str, rust: bool) -> bool {
+    let mut chars = word.chars();
+    let first_ok = chars
+        .next()
+        .is_some_and(|c| c.is_alphabetic() || c == '_' || c == '$');
+    first_ok
+        && chars.all(|c| c.is_alphanumeric() || c == '_' || c == '$')
+        && !(rust && matches!(word, "self" | "super" | "crate"))
+}
+
 fn stamp_of(path: &Path) -> Option<Stamp> {
     let metadata = std::fs::metadata(path).ok()?;
     metadata.is_file().then(|| Stamp {
@@ -245,6 +302,25 @@ fn stamp_of(path: &Path) -> Option<Stamp> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_are_identifiers() {
+        for (word, rust, name) in [
+            ("norm", true, true),
+            ("Self", true, true),
+            ("self", true, false),
+            ("self", false, true),
+            ("super", true, false),
+            ("crate", true, false),
+            ("+", true, false),
+            ("shapes.geometry", false, false),
+            ("$el", false, true),
+            ("é_1", false, true),
+            ("", false, false),
+        ] {
+            assert_eq!(is_name(word, rust), name, "{word:?}");
+        }
+    }
 
     #[test]
     fn converts_between_encodings() {
