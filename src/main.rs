@@ -550,22 +550,32 @@ async fn proxy(
 
     let gate_config = config.gate_config();
     let mcp_http = config.mcp_http;
-    let host = match shared {
+    // Held to the end: shutdown begins at the first signal (below).
+    let (host, _closing_on_signal) = match shared {
         // The servers are the daemon's (reached, or started, at the first
         // session); this proxy keeps the relay, the gate and the MCP tools.
         Some((paths, launcher)) => {
             tracing::info!(shared = %paths.socket.display(), "servers shared through the daemon");
-            ProxyHost::Shared(RemoteHost::new(paths, launcher))
+            (ProxyHost::Shared(RemoteHost::new(paths, launcher)), None)
         }
-        None => ProxyHost::Local(Registry::new(
-            config,
-            RegistryOptions {
-                lazy,
-                start_when_listed: true,
-                recorder: recorder.clone(),
-                max_watches: None,
-            },
-        )),
+        None => {
+            let registry = Registry::new(
+                config,
+                RegistryOptions {
+                    lazy,
+                    start_when_listed: true,
+                    recorder: recorder.clone(),
+                    max_watches: None,
+                },
+            );
+            // Shutdown begins at the first signal, while the agent is being
+            // ended: a client that signals the whole process tree (acpx)
+            // stops the servers too, and they must not be restarted.
+            let closing = registry
+                .begin_shutdown_on_signal()
+                .context("cannot install signal handlers")?;
+            (ProxyHost::Local(registry), Some(closing))
+        }
     };
     let gate = Gate::new(Arc::new(host), gate_config);
     // Kept to the end: dropping it removes the socket and its directory.

@@ -22,18 +22,12 @@ use std::time::Duration;
 use acp_lsp_core::gate::{GateMethod, ServerState};
 use serde_json::{json, Value};
 
-const BIN: &str = env!("CARGO_BIN_EXE_acp-lsp");
-/// Upper bound on one run of the binary (clangd indexes this project in
-/// well under a second; the tool waits up to `READY_WAIT`, 120 s).
-const RUN_TIMEOUT: Duration = Duration::from_secs(150);
 /// Upper bound on the wait for clangd to be `ready` in-process.
 const READY_TIMEOUT: Duration = Duration::from_secs(120);
 /// Upper bound on the wait, after a source is created or deleted, for a new
 /// clangd process to be ready (the watcher hands changes on within tens of
 /// milliseconds; clangd restarts and indexes this project in well under a second).
 const RESTART_TIMEOUT: Duration = Duration::from_secs(60);
-/// Pause between two looks at a restarting server.
-const POLL_INTERVAL: Duration = Duration::from_millis(20);
 const CLANGD_INSTALL: &str = "apt-get install -y clangd";
 const FILES: &[&str] = &["main.c", "util.c", "util.h"];
 
@@ -71,29 +65,20 @@ impl Plain {
         std::fs::read_to_string(self.root.join(file)).unwrap_or_else(|e| panic!("read {file}: {e}"))
     }
 
-    /// `acp-lsp ARGS` in the project, bounded by [`RUN_TIMEOUT`].
+    /// `acp-lsp ARGS` in the project, bounded by `support::cli::RUN_TIMEOUT`;
+    /// it must succeed.
     async fn run(&self, args: &[&str]) -> Output {
-        let mut command = tokio::process::Command::new(BIN);
-        command
-            .args(args)
-            .current_dir(&self.root)
-            .env("XDG_CACHE_HOME", self.cache_home())
-            .env("XDG_CONFIG_HOME", self.dir.path().join("config"))
-            .env(acp_lsp::cli::progress::SHOW_AFTER_ENV, "3600000")
-            .stdin(std::process::Stdio::null())
-            .kill_on_drop(true);
-        let output = tokio::time::timeout(RUN_TIMEOUT, command.output())
-            .await
-            .unwrap_or_else(|_| panic!("`acp-lsp {}` ran over {RUN_TIMEOUT:?}", args.join(" ")))
-            .unwrap_or_else(|e| panic!("cannot run {BIN}: {e}"));
-        assert!(
-            output.status.success(),
-            "`acp-lsp {}`: {}\nstdout:\n{}\nstderr:\n{}",
-            args.join(" "),
-            output.status,
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        );
+        let (cache, config) = (self.cache_home(), self.dir.path().join("config"));
+        let output = support::cli::run(
+            args,
+            &self.root,
+            &[
+                ("XDG_CACHE_HOME", cache.as_os_str()),
+                ("XDG_CONFIG_HOME", config.as_os_str()),
+            ],
+        )
+        .await;
+        support::cli::assert_success(&output, &format!("`acp-lsp {}`", args.join(" ")));
         output
     }
 
@@ -431,25 +416,17 @@ async fn with_the_projects_own_database_the_index_stays_out_of_the_project() {
     assert!(dir.join(".cache/clangd/index").is_dir());
 }
 
-/// Waits, up to [`RESTART_TIMEOUT`] (polling every [`POLL_INTERVAL`]), for
-/// `server` to be `ready` in a process other than `old`; returns its pid.
-/// (A pid, not a state change: the restart may pass through every state
-/// between two looks.)
+/// Waits, up to [`RESTART_TIMEOUT`], for `server` to be `ready` in a
+/// process other than `old`; returns its pid. (A pid, not a state change:
+/// the restart may pass through every state between two looks.)
 async fn ready_process(server: &acp_lsp::lsp::server::Server, old: u32) -> u32 {
-    let deadline = std::time::Instant::now() + RESTART_TIMEOUT;
-    loop {
-        let entry = server.entry();
-        let status = server.status();
-        if let Some(pid) = entry.ours().pid.filter(|pid| *pid != old) {
-            if status.state == ServerState::Ready {
-                return pid;
-            }
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "clangd was not restarted and ready within {RESTART_TIMEOUT:?}: {status:?}, pid {:?}",
-            entry.ours().pid
-        );
-        tokio::time::sleep(POLL_INTERVAL).await;
-    }
+    support::wait::until(
+        "clangd restarted and ready in a new process",
+        RESTART_TIMEOUT,
+        || {
+            let pid = server.entry().ours().pid.filter(|pid| *pid != old)?;
+            (server.status().state == ServerState::Ready).then_some(pid)
+        },
+    )
+    .await
 }

@@ -4,7 +4,7 @@
 //! server is clangd (it starts in well under a second) on a copy of
 //! `tests/projects/c-project`.
 //!
-//! Every run is bounded by [`RUN_TIMEOUT`], and a run that started a server
+//! Every run is bounded by `support::cli::RUN_TIMEOUT`, and a run that started a server
 //! is followed by a check that no process is left working in the project
 //! (servers run with the project root as their working directory). A missing
 //! clangd fails the tests with the command that installs it; they never skip.
@@ -12,10 +12,12 @@
 
 mod support;
 
-use support::procfs::{all_pids, process_alive, POLL_INTERVAL};
+use support::cli::{assert_success, stderr, stdout};
+use support::procfs::{processes_in, POLL_INTERVAL};
 use support::{copy_tree, require, snapshot_tree, write_compile_commands};
 
 use std::collections::BTreeMap;
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::{Duration, Instant};
@@ -23,10 +25,6 @@ use std::time::{Duration, Instant};
 use acp_lsp::lsp::detect::find_on_path;
 use serde_json::{json, Value};
 
-const BIN: &str = env!("CARGO_BIN_EXE_acp-lsp");
-/// Upper bound on one run of the binary (clangd answers in about a second;
-/// the tool itself waits up to `READY_WAIT`, 120 s, for a server).
-const RUN_TIMEOUT: Duration = Duration::from_secs(150);
 /// Longest wait, after the binary exited, for processes in the project to go.
 const EXIT_TIMEOUT: Duration = Duration::from_secs(10);
 const CLANGD_INSTALL: &str = "apt-get install -y clangd";
@@ -138,43 +136,9 @@ impl Project {
 
 /// Runs the binary with a bounded wait; it is killed if the test gives up.
 async fn run_in(args: &[&str], cwd: &Path, config_home: &Path, env: &[(&str, &str)]) -> Output {
-    let mut command = tokio::process::Command::new(BIN);
-    command
-        .args(args)
-        .current_dir(cwd)
-        .env("XDG_CONFIG_HOME", config_home)
-        // Error messages without a backtrace appended.
-        .env_remove("RUST_BACKTRACE")
-        .env_remove("RUST_LIB_BACKTRACE")
-        // No progress lines among the messages checked, however long a
-        // server takes (the progress test asks for them).
-        .env(acp_lsp::cli::progress::SHOW_AFTER_ENV, "3600000")
-        .envs(env.iter().copied())
-        .stdin(std::process::Stdio::null())
-        .kill_on_drop(true);
-    let started = Instant::now();
-    let output = tokio::time::timeout(RUN_TIMEOUT, command.output())
-        .await
-        .unwrap_or_else(|_| panic!("`acp-lsp {}` ran over {RUN_TIMEOUT:?}", args.join(" ")))
-        .unwrap_or_else(|e| panic!("cannot run {BIN}: {e}"));
-    eprintln!(
-        "`acp-lsp {}`: {} in {:?}",
-        args.join(" "),
-        output.status,
-        started.elapsed()
-    );
-    output
-}
-
-/// Live processes whose working directory is `root` or below it.
-fn processes_in(root: &Path) -> Vec<u32> {
-    all_pids()
-        .into_iter()
-        .filter(|pid| {
-            std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|cwd| cwd.starts_with(root))
-        })
-        .filter(|pid| process_alive(*pid))
-        .collect()
+    let mut all: Vec<(&str, &OsStr)> = vec![("XDG_CONFIG_HOME", config_home.as_os_str())];
+    all.extend(env.iter().map(|(name, value)| (*name, OsStr::new(*value))));
+    support::cli::run(args, cwd, &all).await
 }
 
 /// Polls until no process works in `root` or `timeout` passes; returns those left.
@@ -187,24 +151,6 @@ async fn wait_until_none_in(root: &Path, timeout: Duration) -> Vec<u32> {
         }
         tokio::time::sleep(POLL_INTERVAL).await;
     }
-}
-
-fn stdout(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
-}
-
-fn assert_success(output: &Output, what: &str) {
-    assert!(
-        output.status.success(),
-        "{what}: {}\nstdout:\n{}\nstderr:\n{}",
-        output.status,
-        stdout(output),
-        stderr(output)
-    );
 }
 
 /// A failed run: non-zero exit, nothing on stdout, every `mentions` on stderr.

@@ -10,33 +10,25 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 use support::fake::{fake_server, read_log, uri_of};
-use support::procfs::{all_pids, process_alive, wait_until_gone, POLL_INTERVAL};
+use support::procfs::{all_pids, parent, process_alive, program, wait_until_gone, POLL_INTERVAL};
+use support::proxy::{ProxyBuilder, ProxyChild, ASKING_AGENT, BIN};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
-use tokio::process::{Child, ChildStdin, ChildStdout};
 
-/// Longest wait for an answer through a proxy (rust-analyzer loads the
+/// Longest wait for a state through a proxy (rust-analyzer loads the
 /// project first: seconds on a loaded machine).
-const ANSWER_TIMEOUT: Duration = Duration::from_secs(180);
+const ANSWER_TIMEOUT: Duration = support::proxy::ANSWER_TIMEOUT;
 /// Longest wait for a process to appear or go.
 const PROCESS_TIMEOUT: Duration = Duration::from_secs(30);
 /// `waitUntilReady` of the references requests.
 const WAIT_UNTIL_READY_MS: u64 = 120_000;
 
-/// An ACP agent that answers `initialize` and `session/new` (always session
-/// "s": the daemon must keep three proxies' "s" apart) and, for the
-/// editor's `_test/ask {method, params}`, sends that request to its client
-/// (the proxy answers `lsp/*`) and answers with `{response}`; for
-/// `_test/notify {method, params}`, sends that notification.
-const AGENT: &str = include_str!("shared-bench/agent.py");
-
 /// A private runtime dir, config and project copy; kills the daemon it
 /// finds at the end (its servers go with it).
 struct World {
-    dir: tempfile::TempDir,
+    _dir: tempfile::TempDir,
     runtime: PathBuf,
     config: PathBuf,
     project: PathBuf,
-    agent: PathBuf,
 }
 
 impl World {
@@ -64,14 +56,11 @@ impl World {
         // Servers nobody uses stop soon, so the daemon's own exit is seen.
         std::fs::write(&config, format!("idle_grace_ms = 1000\n{config_text}"))
             .expect("write config");
-        let agent = dir.path().join("agent.py");
-        std::fs::write(&agent, AGENT).expect("write agent");
         World {
-            dir,
+            _dir: dir,
             runtime,
             config,
             project,
-            agent,
         }
     }
 
@@ -83,55 +72,24 @@ impl World {
         command
     }
 
-    async fn proxy(&self, name: &str) -> Proxy {
-        let stderr =
-            std::fs::File::create(self.dir.path().join(format!("{name}.log"))).expect("proxy log");
-        let mut child = self
-            .command(env!("CARGO_BIN_EXE_acp-lsp"))
-            .arg("proxy")
+    /// `acp-lsp proxy --shared` in front of the asking agent (always session
+    /// "s": the daemon must keep several proxies' "s" apart), its session
+    /// started.
+    async fn proxy(&self) -> Proxy {
+        let mut proxy = ProxyBuilder::new(&self.project, ASKING_AGENT)
             .arg("--shared")
-            .arg("--config")
-            .arg(&self.config)
-            .arg("--log-level")
-            .arg("info")
-            .arg("--")
-            .arg("python3")
-            .arg(&self.agent)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(stderr)
-            .kill_on_drop(true)
-            .spawn()
-            .expect("start acp-lsp proxy --shared");
-        let input = child.stdin.take().expect("piped stdin");
-        let output = BufReader::new(child.stdout.take().expect("piped stdout")).lines();
-        let mut proxy = Proxy {
-            child,
-            input,
-            output,
-            next_id: 0,
-        };
-        let init = proxy
-            .call(
-                "initialize",
-                json!({"protocolVersion": 1, "clientCapabilities": {}}),
-            )
-            .await;
-        assert!(init.get("result").is_some(), "{init}");
-        let session = proxy
-            .call(
-                "session/new",
-                json!({"cwd": self.project.display().to_string(), "mcpServers": []}),
-            )
-            .await;
-        assert_eq!(session["result"]["sessionId"], "s", "{session}");
-        proxy
+            .config(&self.config)
+            .env("XDG_RUNTIME_DIR", &self.runtime)
+            .spawn();
+        let session = proxy.editor.start_session(&self.project).await;
+        assert_eq!(session, "s");
+        Proxy(proxy)
     }
 
     /// `acp-lsp daemon status --json`, or `None` when no daemon answers.
     async fn status(&self) -> Option<Value> {
         let output = self
-            .command(env!("CARGO_BIN_EXE_acp-lsp"))
+            .command(BIN)
             .args(["daemon", "status", "--json", "--config"])
             .arg(&self.config)
             .output()
@@ -173,67 +131,34 @@ impl Drop for World {
     }
 }
 
-struct Proxy {
-    child: Child,
-    input: ChildStdin,
-    output: Lines<BufReader<ChildStdout>>,
-    next_id: u64,
-}
+/// A shared proxy, its editor's side.
+struct Proxy(ProxyChild);
 
 impl Proxy {
+    fn pid(&self) -> u32 {
+        self.0.pid()
+    }
+
     async fn send(&mut self, method: &str, params: Value) -> u64 {
-        self.next_id += 1;
-        let line =
-            json!({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params});
-        self.input
-            .write_all(format!("{line}\n").as_bytes())
-            .await
-            .expect("write to proxy");
-        self.input.flush().await.expect("flush");
-        self.next_id
+        self.0.editor.send(method, params).await
     }
 
     async fn answer(&mut self, id: u64) -> Value {
-        tokio::time::timeout(ANSWER_TIMEOUT, async {
-            loop {
-                let line = self
-                    .output
-                    .next_line()
-                    .await
-                    .expect("read from proxy")
-                    .expect("proxy stdout open");
-                let message: Value = serde_json::from_str(&line).expect("JSON line");
-                if message["id"] == id && message.get("method").is_none() {
-                    return message;
-                }
-                // The agent's fs/write_text_file reaches this editor: it
-                // confirms without writing, so only the confirmed text
-                // (not the disk) can show the change.
-                if message["method"] == "fs/write_text_file" {
-                    let ok = json!({"jsonrpc": "2.0", "id": message["id"], "result": null});
-                    self.input
-                        .write_all(format!("{ok}\n").as_bytes())
-                        .await
-                        .expect("write to proxy");
-                    self.input.flush().await.expect("flush");
-                }
-            }
-        })
-        .await
-        .expect("answered in time")
+        self.0.editor.answer(id).await
     }
 
     async fn call(&mut self, method: &str, params: Value) -> Value {
-        let id = self.send(method, params).await;
-        self.answer(id).await
+        self.0.editor.call(method, params).await
     }
 
-    /// The agent's request `method` answered by the proxy: its response.
     async fn ask(&mut self, method: &str, params: Value) -> Value {
-        let answer = self
-            .call("_test/ask", json!({"method": method, "params": params}))
-            .await;
-        answer["result"]["response"].clone()
+        self.0.editor.ask(method, params).await
+    }
+
+    /// SIGKILL, and reaped.
+    async fn kill(&mut self) {
+        self.0.child.start_kill().expect("kill proxy");
+        self.0.child.wait().await.expect("reap proxy");
     }
 
     async fn rust_analyzer(&mut self) -> Value {
@@ -304,26 +229,23 @@ fn expected_references() -> Vec<(String, u64)> {
 /// A config entry for the fake server, which never answers (`hang`) and
 /// logs what it receives to `log`.
 fn hanging_fake(log: &Path) -> String {
+    fake_entry(log, "hang")
+}
+
+/// A config entry for the fake server in `mode`, logging to `log`.
+fn fake_entry(log: &Path, mode: &str) -> String {
     format!(
         "[servers.fake]\ncommand = {}\nlanguage_ids = [\"fake\"]\nfile_extensions = [\"fake\"]\n\
-         root_markers = [\"fake.toml\"]\nenv = {{ FAKE_LSP_MODE = \"hang\", FAKE_LSP_LOG = {} }}\n",
+         root_markers = [\"fake.toml\"]\nenv = {{ FAKE_LSP_MODE = {}, FAKE_LSP_LOG = {} }}\n",
         serde_json::to_string(fake_server()).expect("string"),
+        serde_json::to_string(mode).expect("string"),
         serde_json::to_string(&log.display().to_string()).expect("string"),
     )
 }
 
 /// The `lsp/servers` entry named `name` in a status or servers list.
 fn named<'a>(list: &'a Value, name: &str) -> &'a Value {
-    list.as_array()
-        .and_then(|l| l.iter().find(|s| s["name"] == name))
-        .unwrap_or_else(|| panic!("no {name} in {list}"))
-}
-
-/// The parent of `pid`.
-fn parent(pid: u32) -> Option<u32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let (_, rest) = stat.rsplit_once(')')?;
-    rest.split_ascii_whitespace().nth(1)?.parse().ok()
+    support::gate::named(list.as_array().expect("a list of servers"), name)
 }
 
 /// Live children of `parent_pid` whose program is rust-analyzer.
@@ -331,15 +253,7 @@ fn rust_analyzers_under(parent_pid: u32) -> Vec<u32> {
     all_pids()
         .into_iter()
         .filter(|pid| parent(*pid) == Some(parent_pid) && process_alive(*pid))
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .ok()
-                .and_then(|c| {
-                    let first = c.split(|b| *b == 0).next()?.to_vec();
-                    Some(String::from_utf8_lossy(&first).ends_with("rust-analyzer"))
-                })
-                .unwrap_or(false)
-        })
+        .filter(|pid| program(*pid).is_some_and(|p| p.ends_with("rust-analyzer")))
         .collect()
 }
 
@@ -350,7 +264,7 @@ fn rust_analyzers_under(parent_pid: u32) -> Vec<u32> {
 async fn three_proxies_share_one_rust_analyzer() {
     let world = World::new();
     // Started together: the lock lets one daemon serve.
-    let (a, b, c) = tokio::join!(world.proxy("a"), world.proxy("b"), world.proxy("c"));
+    let (a, b, c) = tokio::join!(world.proxy(), world.proxy(), world.proxy());
     let mut proxies = [a, b, c];
     let mut ids = Vec::new();
     for proxy in proxies.iter_mut() {
@@ -378,7 +292,7 @@ async fn three_proxies_share_one_rust_analyzer() {
     assert!(status["uptimeMs"].as_u64().is_some(), "{status}");
     let daemon = status["pid"].as_u64().expect("daemon pid") as u32;
     for proxy in &proxies {
-        let pid = proxy.child.id().expect("proxy pid");
+        let pid = proxy.pid();
         assert!(
             rust_analyzers_under(pid).is_empty(),
             "a proxy runs its own rust-analyzer"
@@ -393,7 +307,7 @@ async fn three_proxies_share_one_rust_analyzer() {
 
     // The text form, as people read it.
     let text = world
-        .command(env!("CARGO_BIN_EXE_acp-lsp"))
+        .command(BIN)
         .args(["daemon", "status", "--config"])
         .arg(&world.config)
         .output()
@@ -437,12 +351,11 @@ async fn three_proxies_share_one_rust_analyzer() {
     let starter = parent(daemon).expect("the daemon's parent");
     let first = proxies
         .iter()
-        .position(|p| p.child.id() == Some(starter))
+        .position(|p| p.pid() == starter)
         .expect("a proxy started the daemon");
     let mut proxies: Vec<Proxy> = proxies.into_iter().collect();
     let mut gone = proxies.remove(first);
-    gone.child.start_kill().expect("kill proxy");
-    gone.child.wait().await.expect("reap proxy");
+    gone.kill().await;
     world
         .status_until("two clients", |s| {
             s["clients"].as_array().map(Vec::len) == Some(2)
@@ -457,8 +370,7 @@ async fn three_proxies_share_one_rust_analyzer() {
     // Every proxy gone: the server stops after the idle grace, then the
     // daemon, which has neither clients nor servers, exits.
     for proxy in proxies.iter_mut() {
-        proxy.child.start_kill().expect("kill proxy");
-        proxy.child.wait().await.expect("reap proxy");
+        proxy.kill().await;
     }
     let survivors = wait_until_gone(&[server, daemon], PROCESS_TIMEOUT).await;
     assert!(
@@ -485,7 +397,7 @@ async fn a_killed_daemon_comes_back_with_the_same_server_ids() {
         std::fs::write(project.join("fake.toml"), "").expect("marker");
         std::fs::write(project.join("a.fake"), "hello\n").expect("document");
     });
-    let mut proxy = world.proxy("a").await;
+    let mut proxy = world.proxy().await;
     let servers = proxy.ask("lsp/servers", json!({"sessionId": "s"})).await;
     let ra = named(&servers["result"]["servers"], "rust-analyzer")["serverId"].clone();
     let fake = named(&servers["result"]["servers"], "fake")["serverId"].clone();
@@ -568,7 +480,7 @@ async fn a_cancel_reaches_the_shared_server() {
         std::fs::write(project.join("fake.toml"), "").expect("marker");
         std::fs::write(project.join("a.fake"), "hello\n").expect("document");
     });
-    let mut proxy = world.proxy("a").await;
+    let mut proxy = world.proxy().await;
     let servers = proxy.ask("lsp/servers", json!({"sessionId": "s"})).await;
     let id = servers["result"]["servers"][0]["serverId"]
         .as_str()
@@ -614,5 +526,158 @@ async fn a_cancel_reaches_the_shared_server() {
             .iter()
             .any(|m| m["method"] == "$/cancelRequest" && m["params"]["id"] == server_side),
         "no $/cancelRequest for {server_side}"
+    );
+}
+
+/// Longest wait for one reply on the daemon socket (the fake answers at
+/// once; a request that got no reply waits this long and fails).
+const REPLY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A client speaking the daemon socket's protocol (`daemon::wire`) itself.
+struct WireClient {
+    lines: Lines<BufReader<tokio::net::unix::OwnedReadHalf>>,
+    write: tokio::net::unix::OwnedWriteHalf,
+    /// Every reply read so far (id, reply).
+    replies: Vec<(u64, Value)>,
+}
+
+impl WireClient {
+    async fn connect(socket: &Path) -> WireClient {
+        let deadline = Instant::now() + PROCESS_TIMEOUT;
+        let stream = loop {
+            match tokio::net::UnixStream::connect(socket).await {
+                Ok(stream) => break stream,
+                Err(e) => assert!(
+                    Instant::now() < deadline,
+                    "no daemon on {}: {e}",
+                    socket.display()
+                ),
+            }
+            tokio::time::sleep(POLL_INTERVAL).await;
+        };
+        let (read, write) = stream.into_split();
+        WireClient {
+            lines: BufReader::new(read).lines(),
+            write,
+            replies: Vec::new(),
+        }
+    }
+
+    async fn send(&mut self, id: u64, op: Value) {
+        let line = json!({"id": id, "op": op});
+        self.write
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .expect("write to the daemon");
+    }
+
+    /// The reply to `id` (every reply read on the way is kept).
+    async fn reply(&mut self, id: u64) -> Value {
+        tokio::time::timeout(REPLY_TIMEOUT, async {
+            loop {
+                let line = self
+                    .lines
+                    .next_line()
+                    .await
+                    .expect("read from the daemon")
+                    .expect("the daemon's connection open");
+                let reply: Value = serde_json::from_str(&line).expect("a JSON reply");
+                let of = reply["id"].as_u64().expect("a reply id");
+                self.replies.push((of, reply.clone()));
+                if of == id {
+                    return reply;
+                }
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("no reply to {id} within {REPLY_TIMEOUT:?}"))
+    }
+
+    async fn call(&mut self, id: u64, op: Value) -> Value {
+        self.send(id, op).await;
+        self.reply(id).await
+    }
+}
+
+/// A panic in the daemon's request path (the test hook
+/// `ACP_LSP_TEST_PANIC_IN_DAEMON_REQUEST`, here for `textDocument/hover`)
+/// stays in that request: exactly one reply, an error whose `data.reason`
+/// is `internal`; its in-flight slot is freed; the daemon lives on and a
+/// later request on the same connection is answered.
+#[tokio::test]
+async fn a_panic_in_the_daemons_request_path_answers_once_and_frees_its_slot() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let log = dir.path().join("fake.log");
+    let world = World::with(&fake_entry(&log, ""), |project| {
+        std::fs::write(project.join("fake.toml"), "").expect("marker");
+        std::fs::write(project.join("a.fake"), "hello\n").expect("document");
+    });
+    let daemon_log = std::fs::File::create(dir.path().join("daemon.log")).expect("daemon log");
+    let mut daemon = world
+        .command(BIN)
+        .args(["daemon", "run", "--config"])
+        .arg(&world.config)
+        .env(acp_lsp::daemon::serve::TEST_PANIC_ENV, "textDocument/hover")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(daemon_log)
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start acp-lsp daemon run");
+    let paths = acp_lsp::daemon::paths::Paths::under(&world.runtime, Some(&world.config))
+        .expect("the daemon's paths");
+    let mut client = WireClient::connect(&paths.socket).await;
+    let welcome = client
+        .call(
+            1,
+            json!({"hello": {"pid": std::process::id(), "version": env!("CARGO_PKG_VERSION")}}),
+        )
+        .await;
+    assert!(welcome["ok"]["client"].is_u64(), "{welcome}");
+    let root = world.project.display().to_string();
+    client
+        .send(2, json!({"open": {"session": "s", "roots": [root]}}))
+        .await;
+    let servers = client.call(3, json!({"servers": {"session": "s"}})).await;
+    let server_id = servers["ok"][0]["serverId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no server: {servers}"))
+        .to_string();
+    let uri = uri_of(&world.project.join("a.fake"));
+    let request = |method: &str| {
+        json!({"request": {
+            "session": "s",
+            "server_id": server_id,
+            "method": method,
+            "params": {"textDocument": {"uri": uri}, "position": {"line": 0, "character": 0}},
+            "documents": [uri],
+            "wait_ms": WAIT_UNTIL_READY_MS,
+        }})
+    };
+
+    let panicked = client.call(4, request("textDocument/hover")).await;
+    let error: acp_lsp::daemon::wire::WireError =
+        serde_json::from_value(panicked["err"].clone()).expect("an error reply");
+    let error = acp_lsp_core::gate::GateError::from(error);
+    assert_eq!(error.reason(), "internal", "{panicked}");
+    assert!(error.to_string().contains("panicked"), "{error}");
+
+    // The slot is free and the daemon serves on: a later request succeeds.
+    let later = client.call(5, request("textDocument/definition")).await;
+    assert!(
+        later["ok"]["result"]["echo"]["method"] == "textDocument/definition",
+        "{later}"
+    );
+    let status = world.status().await.expect("the daemon answers status");
+    assert_eq!(status["clients"][0]["inFlight"], 0, "{status}");
+    assert_eq!(
+        client.replies.iter().filter(|(id, _)| *id == 4).count(),
+        1,
+        "one reply to the request that panicked: {:?}",
+        client.replies
+    );
+    assert!(
+        daemon.try_wait().expect("the daemon's state").is_none(),
+        "the daemon survived the panic"
     );
 }

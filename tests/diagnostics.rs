@@ -6,10 +6,8 @@
 mod support;
 
 use acp_lsp::lsp::config::Config;
-use acp_lsp::lsp::detect::find_on_path;
 use acp_lsp::lsp::registry::{Registry, RegistryOptions};
 use acp_lsp_core::gate::{Gate, GateConfig, GateMethod};
-use acp_lsp_core::jsonrpc::RequestId;
 use serde_json::{json, Value};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -51,10 +49,7 @@ impl Harness {
         install: &str,
         prepare: impl FnOnce(&Path),
     ) -> Harness {
-        assert!(
-            find_on_path(command).is_some(),
-            "{command} is not installed: {install}"
-        );
+        support::require(command, install);
         let dir = tempfile::tempdir().expect("temp dir");
         let root = dir.path().canonicalize().expect("canonical root");
         prepare(&root);
@@ -79,15 +74,15 @@ impl Harness {
     }
 
     async fn diagnostics(&self, params: Value) -> Value {
-        let id = RequestId::from_u64(self.next_id.fetch_add(1, Ordering::Relaxed));
-        let raw = serde_json::value::to_raw_value(&params).expect("params");
-        let bytes = tokio::time::timeout(
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        support::gate::call(
+            &self.gate,
+            id,
+            GateMethod::Diagnostics,
+            &params,
             CALL_TIMEOUT,
-            self.gate.call(id, GateMethod::Diagnostics, Some(raw)),
         )
         .await
-        .expect("the gate answered in time");
-        serde_json::from_slice(&bytes).expect("a JSON response")
     }
 
     /// The entries for `file`, waited for up to [`WAIT_MS`].

@@ -10,15 +10,18 @@
 
 mod support;
 
-use support::fake::{assert_echo, fake_server, read_log, FakeServer, CALL_TIMEOUT, HOVER};
-use support::procfs::{group_members, process_alive, process_group, wait_until_gone};
+use support::fake::{assert_echo, read_log, FakeProject, FakeServer, CALL_TIMEOUT, HOVER};
+use support::procfs::{
+    descendants, group_members, process_alive, process_group, processes_with_env, program,
+    wait_until_gone,
+};
+use support::proxy::{ProxyBuilder, ANSWERING_AGENT};
 
 use std::path::Path;
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use acp_lsp::lsp::config::{Config, ServerConfig};
+use acp_lsp::lsp::config::ServerConfig;
 use acp_lsp::lsp::connection::{Connection, Reply, ServerMessages};
 use acp_lsp::lsp::registry::RegistryOptions;
 use acp_lsp::lsp::server::MAX_CRASHES;
@@ -26,15 +29,12 @@ use acp_lsp_core::gate::{GateMethod, ServerState};
 use acp_lsp_core::jsonrpc::{ErrorObject, Limits};
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 /// Longest wait for a server to reach a lifecycle state (a crash loop takes
 /// 0 + 0.5 + 1 + 2 s of backoff before it fails).
 const STATE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Longest wait for killed processes to disappear from /proc, or for a file to appear.
 const GONE_TIMEOUT: Duration = Duration::from_secs(10);
-/// Pause between two looks at /proc or at a file while polling.
-const POLL_INTERVAL: Duration = Duration::from_millis(10);
 /// "Promptly": far below any request deadline used here.
 const PROMPT: Duration = Duration::from_secs(5);
 /// JSON-RPC internal error, used for every server-side failure.
@@ -48,33 +48,9 @@ const FRAME_LIMIT: usize = acp_lsp_core::jsonrpc::limits::DEFAULT_MAX_LSP_FRAME;
 
 // ---------------------------------------------------------------- /proc
 
-/// Live processes whose environment holds `NAME=value` exactly: every
-/// instance of one test's fake server (each test logs to its own file).
-fn processes_with_env(name: &str, value: &str) -> Vec<u32> {
-    let wanted = format!("{name}={value}").into_bytes();
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/environ"))
-                .is_ok_and(|env| env.split(|b| *b == 0).any(|var| var == wanted.as_slice()))
-        })
-        .filter(|pid| process_alive(*pid))
-        .collect()
-}
-
 /// Polls until `read` yields something, or panics after [`GONE_TIMEOUT`].
-async fn poll_for<T>(what: &str, mut read: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + GONE_TIMEOUT;
-    loop {
-        if let Some(found) = read() {
-            return found;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(POLL_INTERVAL).await;
-    }
+async fn poll_for<T>(what: &str, read: impl FnMut() -> Option<T>) -> T {
+    support::wait::until(what, GONE_TIMEOUT, read).await
 }
 
 fn read_pid_file(path: &Path) -> Option<u32> {
@@ -809,108 +785,29 @@ async fn cancelling_a_request_cancels_it_on_the_server() {
 
 // ---------------------------------------------------------------- the binary
 
-/// An ACP agent that answers `initialize` and `session/new` and nothing else.
-const AGENT: &str = r#"
-import json, sys
-for line in sys.stdin:
-    try:
-        msg = json.loads(line)
-    except ValueError:
-        continue
-    if "id" not in msg or "method" not in msg:
-        continue
-    method = msg["method"]
-    if method == "initialize":
-        result = {"protocolVersion": 1, "agentCapabilities": {}}
-    elif method == "session/new":
-        result = {"sessionId": "s"}
-    else:
-        result = None
-    sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}) + "\n")
-    sys.stdout.flush()
-"#;
-
 /// 12. `kill -9` of the proxy takes its language servers with it.
 #[tokio::test]
 async fn killing_the_proxy_ends_its_servers() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let root = dir.path().join("ws");
-    std::fs::create_dir(&root).expect("create workspace");
-    let root = root.canonicalize().expect("canonical");
-    std::fs::write(root.join("fake.toml"), "").expect("marker");
-    std::fs::write(root.join("a.fake"), "hello\n").expect("document");
-    let log = dir.path().join("fake.log");
-    let pid_file = dir.path().join("grandchild.pid");
-    let config_path = dir.path().join("config.toml");
-    let config = format!(
-        r#"
-[servers.fake]
-command = {command}
-language_ids = ["fake"]
-file_extensions = ["fake"]
-root_markers = ["fake.toml"]
-env = {{ FAKE_LSP_MODE = "fork_grandchild", FAKE_LSP_LOG = {log}, FAKE_LSP_GRANDCHILD_PID_FILE = {pid_file} }}
-"#,
-        command = toml_string(fake_server()),
-        log = toml_string(&log.display().to_string()),
-        pid_file = toml_string(&pid_file.display().to_string()),
+    let pid_dir = tempfile::tempdir().expect("temp dir");
+    let pid_file = pid_dir.path().join("grandchild.pid");
+    let project = FakeProject::new(
+        "fork_grandchild",
+        &[(
+            "FAKE_LSP_GRANDCHILD_PID_FILE",
+            &pid_file.display().to_string(),
+        )],
     );
-    // The file must parse as a config.
-    Config::from_toml_str(&config, &config_path, Config::builtin()).expect("valid config");
-    std::fs::write(&config_path, config).expect("write config");
-    let agent_path = dir.path().join("agent.py");
-    std::fs::write(&agent_path, AGENT).expect("write agent");
-
-    let mut proxy = tokio::process::Command::new(env!("CARGO_BIN_EXE_acp-lsp"))
-        .arg("proxy")
-        .arg("--config")
-        .arg(&config_path)
-        .arg("--")
-        .arg("python3")
-        .arg(&agent_path)
-        .current_dir(&root)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start acp-lsp proxy");
-    let mut editor_out = proxy.stdin.take().expect("piped stdin");
-    let mut editor_in = BufReader::new(proxy.stdout.take().expect("piped stdout")).lines();
-
-    let lines = [
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
-               "params": {"protocolVersion": 1, "clientCapabilities": {}}}),
-        json!({"jsonrpc": "2.0", "id": 2, "method": "session/new",
-               "params": {"cwd": root.display().to_string(), "mcpServers": []}}),
-    ];
-    for line in &lines {
-        editor_out
-            .write_all(format!("{line}\n").as_bytes())
-            .await
-            .expect("write to proxy");
-    }
-    editor_out.flush().await.expect("flush");
-    let session = tokio::time::timeout(CALL_TIMEOUT, async {
-        loop {
-            let line = editor_in
-                .next_line()
-                .await
-                .expect("read from proxy")
-                .expect("proxy stdout open");
-            let message: Value = serde_json::from_str(&line).expect("JSON line");
-            if message["id"] == 2 {
-                return message;
-            }
-        }
-    })
-    .await
-    .expect("session/new answered");
-    assert_eq!(session["result"]["sessionId"], "s", "{session}");
+    let mut proxy = ProxyBuilder::new(&project.root, ANSWERING_AGENT)
+        .config(&project.config)
+        .log_level("warn")
+        .spawn();
+    let session = proxy.editor.start_session(&project.root).await;
+    assert_eq!(session, "s");
 
     // The server is up once it logged `initialized`; its pid files exist by then.
     poll_for("the fake server to be initialized", || {
-        read_log(&log)
+        project
+            .received()
             .iter()
             .any(|m| m["method"] == "initialized")
             .then_some(())
@@ -921,8 +818,8 @@ env = {{ FAKE_LSP_MODE = "fork_grandchild", FAKE_LSP_LOG = {log}, FAKE_LSP_GRAND
     assert_ne!(server, grandchild);
     assert!(process_alive(server) && process_alive(grandchild));
 
-    proxy.start_kill().expect("SIGKILL the proxy");
-    proxy.wait().await.expect("reap the proxy");
+    proxy.child.start_kill().expect("SIGKILL the proxy");
+    proxy.child.wait().await.expect("reap the proxy");
 
     let survivors = wait_until_gone(&[server, grandchild], GONE_TIMEOUT).await;
     for pid in &survivors {
@@ -937,10 +834,63 @@ env = {{ FAKE_LSP_MODE = "fork_grandchild", FAKE_LSP_LOG = {log}, FAKE_LSP_GRAND
     );
 }
 
-/// A TOML basic string.
-fn toml_string(text: &str) -> String {
-    // JSON string escapes are valid TOML basic-string escapes.
-    serde_json::to_string(text).expect("a string serializes")
+/// 13. A client that ends by SIGTERMing the whole process tree (acpx does):
+/// the proxy, its agent, its server and the orphan guardian get the signal
+/// at once. The proxy, shutting down, does not restart the server the
+/// signal ended, warns about nothing, and leaves nothing running.
+#[tokio::test]
+async fn a_sigterm_to_the_whole_process_tree_ends_all_without_a_restart() {
+    let project = FakeProject::new("", &[]);
+    let mut proxy = ProxyBuilder::new(&project.root, ANSWERING_AGENT)
+        .config(&project.config)
+        .spawn();
+    proxy.editor.start_session(&project.root).await;
+    project
+        .wait_log("the fake server to be initialized", |log| {
+            log.iter()
+                .any(|m| m["method"] == "initialized")
+                .then_some(())
+        })
+        .await;
+    let tree = descendants(proxy.pid());
+    let programs: Vec<String> = tree.iter().filter_map(|pid| program(*pid)).collect();
+    assert!(
+        programs.iter().any(|p| p.ends_with("acp-lsp-fake-server")),
+        "the server runs: {programs:?}"
+    );
+    assert!(
+        programs.iter().any(|p| p == "/bin/sh"),
+        "the orphan guardian runs: {programs:?}"
+    );
+
+    // The proxy first, then what runs below it, as fast as signals go.
+    for pid in std::iter::once(proxy.pid()).chain(tree.iter().copied()) {
+        // SAFETY: kill only sends a signal.
+        unsafe {
+            libc::kill(pid as libc::pid_t, libc::SIGTERM);
+        }
+    }
+    proxy.exited().await;
+    let survivors = wait_until_gone(&tree, GONE_TIMEOUT).await;
+    for pid in &survivors {
+        // SAFETY: kill only sends a signal.
+        unsafe {
+            libc::kill(*pid as libc::pid_t, libc::SIGKILL);
+        }
+    }
+    let log = proxy.stderr();
+    assert!(
+        survivors.is_empty(),
+        "left running: {survivors:?} of {tree:?}; the proxy logged:\n{log}"
+    );
+    assert_eq!(proxy.logged("server spawned").len(), 1, "{log}");
+    for said in [
+        "server restarted",
+        "stopped unexpectedly",
+        "orphan guardian stopped listening",
+    ] {
+        assert!(proxy.logged(said).is_empty(), "{said:?} in:\n{log}");
+    }
 }
 
 // ------------------------------------------------- floods (issue 13, item 5)

@@ -114,20 +114,6 @@ impl Harness {
         self.response(method, params).await
     }
 
-    /// The `lsp/servers` entry of the session's server called `name`.
-    async fn entry(&self, name: &str) -> Value {
-        let response = self
-            .call(GateMethod::Servers, json!({ "sessionId": SESSION_ID }))
-            .await;
-        response["result"]["servers"]
-            .as_array()
-            .unwrap_or_else(|| panic!("lsp/servers lists servers: {response}"))
-            .iter()
-            .find(|s| s["name"] == json!(name))
-            .cloned()
-            .unwrap_or_else(|| panic!("lsp/servers does not list {name}: {response}"))
-    }
-
     /// The id of the session's server called `name`.
     async fn server_id(&self, name: &str) -> String {
         let entry = self.entry(name).await;

@@ -12,6 +12,7 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader
 use tokio::sync::{mpsc, Mutex};
 use tokio::time::Instant;
 use tokio_util::codec::FramedRead;
+use tokio_util::task::AbortOnDropHandle;
 
 /// How messages are framed on a connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,6 +80,8 @@ type Writer = Arc<Mutex<Option<Box<dyn AsyncWrite + Unpin + Send>>>>;
 /// A connection: a writer and the inbox its reader task fills.
 pub struct Peer {
     framing: Framing,
+    /// The task filling the inbox: nobody reads it once the peer is gone.
+    _reader: AbortOnDropHandle<()>,
     writer: Writer,
     pub inbox: Inbox,
 }
@@ -94,12 +97,13 @@ impl Peer {
         let (tx, rx) = mpsc::unbounded_channel();
         let writer: Writer = Arc::new(Mutex::new(Some(Box::new(write))));
         let on_eof = close_on_eof.then(|| Arc::clone(&writer));
-        match framing {
+        let reader = match framing {
             Framing::Lines => tokio::spawn(read_lines(read, tx, on_eof)),
             Framing::ContentLength => tokio::spawn(read_frames(read, tx, on_eof)),
         };
         Peer {
             framing,
+            _reader: AbortOnDropHandle::new(reader),
             writer,
             inbox: Inbox {
                 rx,

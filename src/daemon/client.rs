@@ -26,7 +26,9 @@ use std::time::{Duration, Instant};
 use tokio::io::AsyncWriteExt;
 use tokio::net::UnixStream;
 use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinSet;
 use tokio_util::codec::{FramedRead, LinesCodec};
+use tokio_util::task::AbortOnDropHandle;
 
 /// How the proxy starts a daemon: this program with `daemon run`.
 #[derive(Debug, Clone)]
@@ -62,6 +64,8 @@ struct Conn {
     tx: mpsc::UnboundedSender<String>,
     pending: Mutex<HashMap<u64, oneshot::Sender<Reply>>>,
     closed: AtomicBool,
+    /// Its writer and reader tasks: they end with it.
+    tasks: std::sync::OnceLock<[AbortOnDropHandle<()>; 2]>,
 }
 
 impl Conn {
@@ -96,6 +100,9 @@ pub struct RemoteHost {
     connecting: tokio::sync::Mutex<()>,
     next_id: AtomicU64,
     me: Weak<RemoteHost>,
+    /// Connections made in the background (re-attaching, a session opened
+    /// while unconnected): they end with the host.
+    background: Mutex<JoinSet<()>>,
 }
 
 impl RemoteHost {
@@ -110,6 +117,7 @@ impl RemoteHost {
             connecting: tokio::sync::Mutex::new(()),
             next_id: AtomicU64::new(1),
             me: me.clone(),
+            background: Mutex::new(JoinSet::new()),
         })
     }
 
@@ -153,19 +161,24 @@ impl RemoteHost {
             tx,
             pending: Mutex::new(HashMap::new()),
             closed: AtomicBool::new(false),
+            tasks: std::sync::OnceLock::new(),
         });
-        tokio::spawn(async move {
+        let writer = tokio::spawn(async move {
             while let Some(line) = rx.recv().await {
                 if write.write_all(line.as_bytes()).await.is_err() {
                     return;
                 }
             }
         });
-        tokio::spawn(read_replies(
+        let reader = tokio::spawn(read_replies(
             self.me.clone(),
             Arc::downgrade(&conn),
             FramedRead::new(read, LinesCodec::new_with_max_length(MAX_LINE_BYTES)),
         ));
+        let _ = conn.tasks.set([
+            AbortOnDropHandle::new(writer),
+            AbortOnDropHandle::new(reader),
+        ]);
         let hello = Op::Hello {
             pid: std::process::id(),
             version: env!("CARGO_PKG_VERSION").to_string(),
@@ -266,11 +279,21 @@ impl RemoteHost {
         if host.shared.lock().sessions.is_empty() {
             return;
         }
-        tokio::spawn(async move {
+        self.connect_in_background(async move {
             if let Err(error) = host.connect().await {
                 tracing::warn!(%error, "cannot re-attach to the shared daemon; retrying on the next request");
             }
         });
+    }
+
+    /// Runs a background connection attempt, owned by the host.
+    fn connect_in_background(
+        &self,
+        attempt: impl std::future::Future<Output = ()> + Send + 'static,
+    ) {
+        let mut background = self.background.lock();
+        while background.try_join_next().is_some() {}
+        background.spawn(attempt);
     }
 }
 
@@ -508,7 +531,7 @@ impl LspHost for RemoteHost {
         if !sent {
             // Connecting re-opens every session we know, this one included.
             let host = Arc::clone(self);
-            tokio::spawn(async move {
+            self.connect_in_background(async move {
                 if let Err(error) = host.connect().await {
                     tracing::warn!(%error, "cannot reach the shared daemon");
                 }

@@ -31,6 +31,17 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_util::codec::{FramedRead, LinesCodec};
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::AbortOnDropHandle;
+
+/// Test hook, never for use: when the daemon's environment names a method in
+/// this variable, a forwarded request for that method panics inside its task
+/// (as a bug in a server's code would), so `tests/daemon.rs` can show that
+/// the panic stays inside that request. Read once, when the daemon starts.
+pub const TEST_PANIC_ENV: &str = "ACP_LSP_TEST_PANIC_IN_DAEMON_REQUEST";
+
+/// How long a connection's last queued replies (a refusal at `hello`, a
+/// `status`) may take to leave once the connection is done.
+pub const LAST_REPLY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How a daemon run ended.
 #[derive(Debug, PartialEq, Eq)]
@@ -76,20 +87,29 @@ pub async fn run(config: Config, paths: Paths) -> io::Result<Outcome> {
         next_client: AtomicU64::new(1),
         started: Instant::now(),
         paths: paths.clone(),
+        panic_on: std::env::var(TEST_PANIC_ENV).ok().filter(|m| !m.is_empty()),
     });
     use tokio::signal::unix::{signal, SignalKind};
     let mut term = signal(SignalKind::terminate())?;
     let mut interrupt = signal(SignalKind::interrupt())?;
     let mut hangup = signal(SignalKind::hangup())?;
     let mut tick = tokio::time::interval(IDLE_CHECK_INTERVAL);
+    // Every connection's task: served until the daemon ends, then aborted.
+    let mut connections = JoinSet::new();
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
-                    tokio::spawn(Arc::clone(&daemon).serve(stream));
+                    connections.spawn(Arc::clone(&daemon).serve(stream));
                 }
                 Err(error) => tracing::warn!(%error, "daemon accept failed"),
             },
+            Some(ended) = connections.join_next(), if !connections.is_empty() => {
+                if let Err(error) = ended {
+                    // A client's requests are isolated; this is the loop's own bug.
+                    tracing::error!(%error, "a daemon connection's task failed");
+                }
+            }
             _ = tick.tick() => {
                 if daemon.idle() {
                     tracing::info!("daemon idle: no clients and no servers; exiting");
@@ -106,6 +126,8 @@ pub async fn run(config: Config, paths: Paths) -> io::Result<Outcome> {
     drop(listener);
     let _ = std::fs::remove_file(&paths.socket);
     daemon.registry.shutdown().await;
+    // Clients still connected see the socket close (`daemon_unavailable`).
+    connections.shutdown().await;
     drop(lock);
     Ok(Outcome::Served)
 }
@@ -143,6 +165,8 @@ struct Daemon {
     next_client: AtomicU64,
     started: Instant,
     paths: Paths,
+    /// [`TEST_PANIC_ENV`]: the method whose requests panic (tests only).
+    panic_on: Option<String>,
 }
 
 struct ClientInfo {
@@ -152,9 +176,13 @@ struct ClientInfo {
     in_flight: Arc<Mutex<HashMap<u64, CancellationToken>>>,
 }
 
-/// One client's connection, as its reader loop sees it.
+/// One client's connection, as its reader loop sees it. Dropped however
+/// the loop ends (the client gone, a panic, the daemon ending): then the
+/// client's sessions are closed.
 struct Client {
+    daemon: Arc<Daemon>,
     number: u64,
+    pid: u32,
     tx: mpsc::UnboundedSender<String>,
     in_flight: Arc<Mutex<HashMap<u64, CancellationToken>>>,
 }
@@ -162,6 +190,52 @@ struct Client {
 impl Client {
     fn session_key(&self, session: &str) -> String {
         format!("{}/{session}", self.number)
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        self.daemon.client_gone(self.number, self.pid);
+    }
+}
+
+/// A request's place in its client's in-flight table, left when dropped:
+/// answered, panicked or aborted, no request keeps a slot.
+struct InFlightSlot {
+    table: Arc<Mutex<HashMap<u64, CancellationToken>>>,
+    id: u64,
+}
+
+impl Drop for InFlightSlot {
+    fn drop(&mut self) {
+        self.table.lock().remove(&self.id);
+    }
+}
+
+/// Runs one answered op, turning a panic inside it (a bug in the registry,
+/// a server's handling) into a -32603 `internal` error, as the gate does:
+/// every request gets its one reply, and the panic stays inside it.
+async fn caught<F>(op: &'static str, work: F) -> Result<Box<RawValue>, GateError>
+where
+    F: std::future::Future<Output = Result<Box<RawValue>, GateError>>,
+{
+    use futures::FutureExt;
+    // Unwind safety: what the work touches is the registry (its tables
+    // behind locks that do not poison) and the client's in-flight table
+    // (left by a drop guard); nothing half-updated is read afterwards.
+    match std::panic::AssertUnwindSafe(work).catch_unwind().await {
+        Ok(answer) => answer,
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "no message".into());
+            tracing::error!(op, panic = %what, "a daemon request panicked");
+            Err(GateError::Internal(format!(
+                "the daemon's {op} handler panicked: {what}"
+            )))
+        }
     }
 }
 
@@ -207,12 +281,23 @@ impl Daemon {
 
     /// Serves one connection: a `status` query, or a client from `hello` to
     /// its end, after which its sessions are closed (their servers then
-    /// stop after the idle grace unless another client uses them).
+    /// stop after the idle grace unless another client uses them). What is
+    /// queued when it ends still leaves, within [`LAST_REPLY_TIMEOUT`].
     async fn serve(self: Arc<Self>, stream: UnixStream) {
         let (read, write) = stream.into_split();
-        let mut lines = FramedRead::new(read, LinesCodec::new_with_max_length(MAX_LINE_BYTES));
+        let lines = FramedRead::new(read, LinesCodec::new_with_max_length(MAX_LINE_BYTES));
         let (tx, rx) = mpsc::unbounded_channel::<String>();
-        let writer = tokio::spawn(write_lines(write, rx));
+        let writer = AbortOnDropHandle::new(tokio::spawn(write_lines(write, rx)));
+        // Every sender (this one, the requests' tasks) is gone once it returns.
+        self.converse(lines, tx).await;
+        let _ = tokio::time::timeout(LAST_REPLY_TIMEOUT, writer).await;
+    }
+
+    async fn converse(
+        self: &Arc<Self>,
+        mut lines: FramedRead<tokio::net::unix::OwnedReadHalf, LinesCodec>,
+        tx: mpsc::UnboundedSender<String>,
+    ) {
         let first = match tokio::time::timeout(HELLO_TIMEOUT, lines.next()).await {
             Ok(Some(Ok(line))) => serde_json::from_str::<Request>(&line).ok(),
             _ => None,
@@ -223,8 +308,6 @@ impl Daemon {
         let (pid, version) = match op {
             Op::Status => {
                 send(&tx, id, to_raw(&self.status()));
-                drop(tx);
-                let _ = writer.await;
                 return;
             }
             Op::Hello { pid, version } => (pid, version),
@@ -238,37 +321,16 @@ impl Daemon {
             send(&tx, id, Err(error));
             return;
         }
-        let client = {
-            let mut clients = self.clients.lock();
-            if clients.len() >= MAX_CLIENTS {
-                tracing::warn!(limit = MAX_CLIENTS, "limit hit: daemon client refused");
-                drop(clients);
-                send(
-                    &tx,
-                    id,
-                    Err(GateError::Overloaded {
-                        scope: "total",
-                        limit: MAX_CLIENTS,
-                    }),
-                );
-                return;
-            }
-            let number = self.next_client.fetch_add(1, Ordering::Relaxed);
-            let in_flight = Arc::new(Mutex::new(HashMap::new()));
-            clients.insert(
-                number,
-                ClientInfo {
-                    pid,
-                    sessions: HashSet::new(),
-                    connected: Instant::now(),
-                    in_flight: Arc::clone(&in_flight),
-                },
+        let Some(client) = self.admit(pid, &tx) else {
+            send(
+                &tx,
+                id,
+                Err(GateError::Overloaded {
+                    scope: "total",
+                    limit: MAX_CLIENTS,
+                }),
             );
-            Client {
-                number,
-                tx: tx.clone(),
-                in_flight,
-            }
+            return;
         };
         tracing::info!(client = client.number, pid, "daemon client connected");
         send(
@@ -300,14 +362,47 @@ impl Daemon {
             }
         }
         // Its requests end with it: dropped futures cancel at their servers.
+        // (Its sessions close when `client` is dropped, however this ends.)
         tasks.abort_all();
-        let info = self.clients.lock().remove(&client.number);
+    }
+
+    /// Registers a client (`None`: [`MAX_CLIENTS`] reached). Dropping what
+    /// it returns unregisters the client and closes its sessions.
+    fn admit(self: &Arc<Self>, pid: u32, tx: &mpsc::UnboundedSender<String>) -> Option<Client> {
+        let mut clients = self.clients.lock();
+        if clients.len() >= MAX_CLIENTS {
+            tracing::warn!(limit = MAX_CLIENTS, "limit hit: daemon client refused");
+            return None;
+        }
+        let number = self.next_client.fetch_add(1, Ordering::Relaxed);
+        let in_flight = Arc::new(Mutex::new(HashMap::new()));
+        clients.insert(
+            number,
+            ClientInfo {
+                pid,
+                sessions: HashSet::new(),
+                connected: Instant::now(),
+                in_flight: Arc::clone(&in_flight),
+            },
+        );
+        Some(Client {
+            daemon: Arc::clone(self),
+            number,
+            pid,
+            tx: tx.clone(),
+            in_flight,
+        })
+    }
+
+    /// `client` is gone: its sessions are closed.
+    fn client_gone(&self, number: u64, pid: u32) {
+        let info = self.clients.lock().remove(&number);
         for key in info.map(|i| i.sessions).unwrap_or_default() {
             if let Some(session) = self.sessions.remove(&key) {
                 self.registry.session_closed(&session);
             }
         }
-        tracing::info!(client = client.number, pid, "daemon client gone");
+        tracing::info!(client = number, pid, "daemon client gone");
     }
 
     /// One request of `client`. Session changes, writes and cancels are
@@ -362,7 +457,7 @@ impl Daemon {
             Op::Servers { session: name } => {
                 self.answer_in_session(
                     client,
-                    id,
+                    ("servers", id),
                     name,
                     tasks,
                     move |daemon, session| async move {
@@ -376,7 +471,7 @@ impl Daemon {
             } => {
                 self.answer_in_session(
                     client,
-                    id,
+                    ("route", id),
                     name,
                     tasks,
                     move |daemon, session| async move {
@@ -389,7 +484,7 @@ impl Daemon {
                     },
                 );
             }
-            Op::Request(call) => self.request(client, id, *call, tasks),
+            Op::Request(call) => self.request(client, id, call, tasks),
             Op::Diagnostics {
                 session: name,
                 documents,
@@ -397,7 +492,7 @@ impl Daemon {
             } => {
                 self.answer_in_session(
                     client,
-                    id,
+                    ("diagnostics", id),
                     name,
                     tasks,
                     move |daemon, session| async move {
@@ -413,7 +508,7 @@ impl Daemon {
             Op::StartAll { session: name } => {
                 self.answer_in_session(
                     client,
-                    id,
+                    ("startAll", id),
                     name,
                     tasks,
                     move |daemon, session| async move {
@@ -429,7 +524,7 @@ impl Daemon {
             } => {
                 self.answer_in_session(
                     client,
-                    id,
+                    ("ensureReady", id),
                     name,
                     tasks,
                     move |daemon, session| async move {
@@ -457,7 +552,7 @@ impl Daemon {
     fn answer_in_session<F, Fut>(
         self: &Arc<Self>,
         client: &Client,
-        id: u64,
+        (op, id): (&'static str, u64),
         name: String,
         tasks: &mut JoinSet<()>,
         work: F,
@@ -470,7 +565,7 @@ impl Daemon {
         let tx = client.tx.clone();
         tasks.spawn(async move {
             let answer = match session {
-                Some(session) => work(daemon, session).await,
+                Some(session) => caught(op, work(daemon, session)).await,
                 None => Err(GateError::UnknownSession(name)),
             };
             send(&tx, id, answer);
@@ -481,7 +576,7 @@ impl Daemon {
         self: &Arc<Self>,
         client: &Client,
         id: u64,
-        call: ForwardedRequest,
+        call: Box<ForwardedRequest>,
         tasks: &mut JoinSet<()>,
     ) {
         let token = CancellationToken::new();
@@ -505,34 +600,48 @@ impl Daemon {
             }
             in_flight.insert(id, token.clone());
         }
+        let slot = InFlightSlot {
+            table: Arc::clone(&client.in_flight),
+            id,
+        };
         let session = self.sessions.get(&client.session_key(&call.session));
         let daemon = Arc::clone(self);
         let tx = client.tx.clone();
-        let in_flight = Arc::clone(&client.in_flight);
         tasks.spawn(async move {
             let answer = match session {
-                Some(session) => {
-                    let host_call = HostCall {
-                        session,
-                        server_id: call.server_id,
-                        method: call.method,
-                        params: call.params,
-                        documents: call.documents,
-                        cancel: token,
-                        wait_until_ready: call.wait_ms.map(Duration::from_millis),
-                    };
-                    daemon.registry.request(host_call).await.and_then(|reply| {
-                        to_raw(&WireReply {
-                            result: reply.result,
-                            meta: reply.meta,
-                        })
-                    })
-                }
+                Some(session) => caught("request", daemon.forward(session, *call, token)).await,
                 None => Err(GateError::UnknownSession(call.session)),
             };
-            in_flight.lock().remove(&id);
+            // The slot is free before the client can see the answer.
+            drop(slot);
             send(&tx, id, answer);
         });
+    }
+
+    /// A client's `lsp/request`, forwarded to its server.
+    async fn forward(
+        &self,
+        session: Arc<crate::gate::Session>,
+        call: ForwardedRequest,
+        cancel: CancellationToken,
+    ) -> Result<Box<RawValue>, GateError> {
+        if self.panic_on.as_deref() == Some(call.method.as_str()) {
+            panic!("{TEST_PANIC_ENV} names {}", call.method);
+        }
+        let host_call = HostCall {
+            session,
+            server_id: call.server_id,
+            method: call.method,
+            params: call.params,
+            documents: call.documents,
+            cancel,
+            wait_until_ready: call.wait_ms.map(Duration::from_millis),
+        };
+        let reply = self.registry.request(host_call).await?;
+        to_raw(&WireReply {
+            result: reply.result,
+            meta: reply.meta,
+        })
     }
 }
 

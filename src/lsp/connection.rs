@@ -21,6 +21,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::codec::{FramedRead, FramedWrite};
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::AbortOnDropHandle;
 
 /// How a request to the server ended.
 #[derive(Debug)]
@@ -83,7 +84,8 @@ impl ReadStats {
     }
 }
 
-/// A live connection. Dropping every handle closes the server's stdin.
+/// A live connection. Dropping every handle ends its reader and writer
+/// tasks (which closes the server's stdin) and marks it closed.
 pub struct Connection {
     writer: mpsc::UnboundedSender<Vec<u8>>,
     pending: Arc<Pending>,
@@ -92,6 +94,17 @@ pub struct Connection {
     /// Ends the server's stdin once what is queued has been written.
     input_done: CancellationToken,
     stats: Arc<ReadStats>,
+    /// The reader and writer tasks, owned: nobody can send or wait on a
+    /// connection whose last handle is gone, and a server that never closes
+    /// its stdout must not keep a reader (and the handler it holds) alive.
+    _tasks: [AbortOnDropHandle<()>; 2],
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        // The reader that would have said so is aborted with its handle.
+        self.closed.cancel();
+    }
 }
 
 impl Connection {
@@ -116,34 +129,43 @@ impl Connection {
         let closed = CancellationToken::new();
         let input_done = CancellationToken::new();
         let stats = Arc::new(ReadStats::default());
-        let connection = Arc::new(Connection {
-            writer: writer.clone(),
-            pending: Arc::clone(&pending),
-            next_id: AtomicU64::new(1),
-            closed: closed.clone(),
-            input_done: input_done.clone(),
-            stats: Arc::clone(&stats),
-        });
         let to_server = recorder
             .clone()
             .map(|r| (r, Direction::ProxyToServer(server_id.to_string())));
         let from_server = recorder.map(|r| (r, Direction::ServerToProxy(server_id.to_string())));
-        tokio::spawn(write_frames(stdin, rx, input_done, limits, to_server));
-        tokio::spawn(read_frames(
+        let writing = tokio::spawn(write_frames(
+            stdin,
+            rx,
+            input_done.clone(),
+            limits,
+            to_server,
+        ));
+        let reading = tokio::spawn(read_frames(
             Reader {
                 server_id: server_id.to_string(),
-                writer,
-                pending,
-                stats,
+                writer: writer.clone(),
+                pending: Arc::clone(&pending),
+                stats: Arc::clone(&stats),
                 budget: WarnBudget::new(),
             },
             stdout,
             limits,
             handler,
-            closed,
+            closed.clone(),
             from_server,
         ));
-        connection
+        Arc::new(Connection {
+            writer,
+            pending,
+            next_id: AtomicU64::new(1),
+            closed,
+            input_done,
+            stats,
+            _tasks: [
+                AbortOnDropHandle::new(reading),
+                AbortOnDropHandle::new(writing),
+            ],
+        })
     }
 
     /// What the reader dropped from the server's output so far.
@@ -557,6 +579,42 @@ mod tests {
         assert_eq!(eof.unwrap(), 0);
         assert!(buf.is_empty());
         assert!(!conn.is_closed());
+    }
+
+    #[tokio::test]
+    async fn dropping_the_connection_ends_its_tasks_though_the_server_lives_on() {
+        let (conn_out, mut server_in) = tokio::io::duplex(1 << 16);
+        let (_server_out, conn_in) = tokio::io::duplex(1 << 16);
+        let handler = Arc::new(Answers);
+        let as_handler: Arc<dyn ServerMessages> = Arc::clone(&handler) as _;
+        let conn = Connection::start("s", conn_in, conn_out, Limits::default(), as_handler, None);
+        let closed = conn.closed();
+        assert_eq!(
+            Arc::strong_count(&handler),
+            2,
+            "the reader holds the handler"
+        );
+        // The server keeps its stdout open: only the owner's end can end the tasks.
+        drop(conn);
+        let mut buf = BytesMut::new();
+        let eof = tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            server_in.read_buf(&mut buf),
+        )
+        .await
+        .expect("the writer was aborted: stdin closed");
+        assert_eq!(eof.unwrap(), 0);
+        tokio::time::timeout(std::time::Duration::from_secs(10), closed)
+            .await
+            .expect("a dropped connection reads as closed");
+        // The aborted reader has let go of what it held.
+        for _ in 0..100 {
+            if Arc::strong_count(&handler) == 1 {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(Arc::strong_count(&handler), 1, "the reader still runs");
     }
 
     #[tokio::test]

@@ -415,7 +415,10 @@ impl Drop for ServerProcess {
 /// opened close-on-exec) it `SIGKILL`s every group still listed. A group leaves
 /// the list as soon as its leader is reaped (after the sweep in `on_reaped`) or
 /// its `ServerProcess` is dropped, so a group id is only ever signalled while it
-/// is still ours. Without `/bin/sh` the guardian is skipped (logged).
+/// is still ours. Without `/bin/sh` the guardian is skipped (logged). It
+/// ignores SIGTERM as well as SIGHUP and SIGINT: a client that ends the
+/// whole process tree (acpx) signals it with the proxy, which is still
+/// stopping its servers and needs it until it exits.
 pub(crate) mod guardian {
     use crate::sys::Pid;
     use std::io::Write;
@@ -424,7 +427,7 @@ pub(crate) mod guardian {
     use std::process::{ChildStdin, Command, Stdio};
     use std::sync::{Mutex, OnceLock, PoisonError};
 
-    const SCRIPT: &str = r#"trap '' HUP INT
+    const SCRIPT: &str = r#"trap '' HUP INT TERM
 groups=' '
 while IFS= read -r line; do
   case "$line" in

@@ -29,6 +29,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::{AbortOnDropHandle, TaskTracker};
 
 mod indexes;
 mod lifecycle;
@@ -70,6 +72,9 @@ pub struct RegistryOptions {
 struct WatchedRoot {
     watch: RootWatch,
     sessions: HashSet<String>,
+    /// The task handing the watch's batches to the servers: it ends when
+    /// the root is no longer watched.
+    _dispatch: AbortOnDropHandle<()>,
 }
 
 /// A session's servers, once detected.
@@ -127,6 +132,13 @@ pub struct Registry {
     retiring: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     /// The sessions' SCIP indexes, servers of their own (`crate::scip`).
     indexes: crate::scip::Indexes,
+    /// The registry's root cancellation: cancelled once shutdown has begun
+    /// ([`Registry::begin_shutdown`], [`Registry::shutdown`], a drop). No
+    /// server starts or restarts after it, and [`Registry::tasks`] end.
+    closing: CancellationToken,
+    /// The registry's background tasks (a session's detection), each ending
+    /// at `closing`; awaited by `shutdown`.
+    tasks: TaskTracker,
 }
 
 impl Registry {
@@ -151,6 +163,8 @@ impl Registry {
             nested_timers: Mutex::new(HashMap::new()),
             retiring: Mutex::new(Vec::new()),
             indexes,
+            closing: CancellationToken::new(),
+            tasks: TaskTracker::new(),
         })
     }
 
@@ -274,6 +288,7 @@ impl Registry {
                 program,
                 limits: self.limits,
                 recorder: self.options.recorder.clone(),
+                closing: self.closing.clone(),
             })
         }))
     }
@@ -379,12 +394,13 @@ impl Registry {
         let (tx, rx) = mpsc::unbounded_channel();
         match RootWatch::start(root, options, tx) {
             Ok(watch) => {
-                tokio::spawn(dispatch(Arc::downgrade(self), root.to_path_buf(), rx));
+                let dispatch = tokio::spawn(dispatch(Arc::downgrade(self), root.to_path_buf(), rx));
                 watches.insert(
                     root.to_path_buf(),
                     WatchedRoot {
                         watch,
                         sessions: HashSet::from([session.to_string()]),
+                        _dispatch: AbortOnDropHandle::new(dispatch),
                     },
                 );
             }
@@ -410,17 +426,6 @@ impl Registry {
             .filter(|(watched, w)| w.watch.degraded() && root.starts_with(watched))
             .map(|(watched, _)| watched.display().to_string())
             .collect()
-    }
-
-    /// Stops every server and waits for them.
-    pub async fn shutdown(&self) {
-        for (_, timer) in self.nested_timers.lock().drain() {
-            timer.abort();
-        }
-        let servers = self.all_servers();
-        futures::future::join_all(servers.iter().map(|s| s.stop())).await;
-        let retiring: Vec<_> = self.retiring.lock().drain(..).collect();
-        futures::future::join_all(retiring).await;
     }
 }
 
@@ -556,7 +561,7 @@ impl LspHost for Registry {
         self.write().sessions.insert(session.id().to_string(), rx);
         let registry = Arc::clone(self);
         let session = Arc::clone(session);
-        tokio::spawn(async move {
+        self.spawn_tracked(async move {
             let worker = Arc::clone(&registry);
             let detected = tokio::task::spawn_blocking(move || worker.attach(&session)).await;
             let attached = detected.unwrap_or_default();

@@ -22,6 +22,7 @@
 //! `Last-Event-ID`, which needs an event store this server does not keep.
 
 use super::editor::EditorFs;
+use super::isolated::Isolated;
 use super::tokens::TokenTable;
 use super::tools::LspTools;
 use crate::gate::Gate;
@@ -42,7 +43,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-type Service = StreamableHttpService<LspTools, LocalSessionManager>;
+type Service = StreamableHttpService<Isolated<LspTools>, LocalSessionManager>;
 
 /// The listening HTTP server; stops when dropped.
 pub struct McpHttp {
@@ -107,8 +108,14 @@ impl Drop for McpHttp {
 }
 
 async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
+    // Every connection's task, ended with this loop (the endpoint dropped).
+    let mut connections = tokio::task::JoinSet::new();
     loop {
-        let stream = match listener.accept().await {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            Some(_) = connections.join_next(), if !connections.is_empty() => continue,
+        };
+        let stream = match accepted {
             Ok((stream, _)) => stream,
             Err(e) => {
                 tracing::warn!(error = %e, "MCP http accept failed");
@@ -116,7 +123,7 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
             }
         };
         let shared = Arc::clone(&shared);
-        tokio::spawn(async move {
+        connections.spawn(async move {
             let for_service = Arc::clone(&shared);
             let service = hyper::service::service_fn(move |request| {
                 let shared = Arc::clone(&for_service);
@@ -183,12 +190,13 @@ impl Shared {
                     .watch(&token_owned)
                     .map_err(|e| std::io::Error::new(std::io::ErrorKind::PermissionDenied, e))?;
                 tracing::info!(transport = "http", "MCP connection admitted");
-                Ok(LspTools::new(
+                // A tool that panics is answered, not left waiting.
+                Ok(Isolated(LspTools::new(
                     Arc::clone(&gate),
                     lease,
                     editor.clone(),
                     ready_wait,
-                ))
+                )))
             },
             Arc::new(session_manager()),
             StreamableHttpServerConfig::default().with_sse_retry(None),

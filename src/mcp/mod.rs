@@ -16,6 +16,7 @@ pub mod bridge;
 pub mod editor;
 pub mod http;
 pub mod inject;
+pub mod isolated;
 pub mod socket;
 pub mod start;
 pub mod tokens;

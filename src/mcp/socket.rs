@@ -15,6 +15,7 @@
 
 use super::bridge::{COPY, TAKEN};
 use super::editor::EditorFs;
+use super::isolated::Isolated;
 use super::tokens::TokenTable;
 use super::tools::LspTools;
 use crate::gate::Gate;
@@ -146,8 +147,14 @@ async fn accept_loop(
     editor: Option<Arc<EditorFs>>,
     ready_wait: Duration,
 ) {
+    // Every connection's task, ended with this loop (the socket dropped).
+    let mut connections = tokio::task::JoinSet::new();
     loop {
-        let stream = match listener.accept().await {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            Some(_) = connections.join_next(), if !connections.is_empty() => continue,
+        };
+        let stream = match accepted {
             Ok((stream, _)) => stream,
             Err(e) => {
                 tracing::warn!(error = %e, "MCP socket accept failed");
@@ -157,7 +164,7 @@ async fn accept_loop(
         let gate = Arc::clone(&gate);
         let tokens = Arc::clone(&tokens);
         let editor = editor.clone();
-        tokio::spawn(serve_connection(stream, gate, tokens, editor, ready_wait));
+        connections.spawn(serve_connection(stream, gate, tokens, editor, ready_wait));
     }
 }
 
@@ -199,7 +206,8 @@ async fn serve_connection(
         session = session.as_deref().unwrap_or("(pending)"),
         "MCP connection admitted"
     );
-    let tools = LspTools::new(gate, lease, editor, ready_wait);
+    // A tool that panics is answered, not left waiting (`isolated`).
+    let tools = Isolated(LspTools::new(gate, lease, editor, ready_wait));
     let handed = !fds.is_empty();
     let pipes = if handed { agent_pipes(fds) } else { None };
     if handed {

@@ -22,6 +22,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::watch;
+use tokio_util::task::AbortOnDropHandle;
 
 /// How long a tool call waits for the session its token was injected for to
 /// be committed (the agent launched the server before answering `session/new`).
@@ -53,6 +54,9 @@ struct Entry {
     busy: watch::Sender<bool>,
     /// Whether any connection (socket or HTTP) ever presented the token.
     connected: Arc<AtomicBool>,
+    /// The notice for an agent that never connects, waiting; it goes with
+    /// the entry.
+    notice: Option<AbortOnDropHandle<()>>,
 }
 
 /// Why a connection was refused.
@@ -125,6 +129,7 @@ impl TokenTable {
                 binding: watch::Sender::new(binding),
                 busy: watch::Sender::new(false),
                 connected: Arc::new(AtomicBool::new(false)),
+                notice: None,
             },
         );
         Ok(token)
@@ -132,11 +137,11 @@ impl TokenTable {
 
     /// The session request the token was injected into succeeded.
     pub fn bind(&self, token: &str, session_id: &str) {
-        if let Some(entry) = self.lock().get(token) {
+        if let Some(entry) = self.lock().get_mut(token) {
             entry
                 .binding
                 .send_replace(Binding::Session(session_id.to_string()));
-            notice_if_unconnected(entry, session_id);
+            entry.notice = notice_if_unconnected(entry, session_id);
         }
     }
 
@@ -228,17 +233,15 @@ impl TokenTable {
 /// Logs (info) if the agent took the session's MCP entry but has not
 /// connected [`UNCONNECTED_NOTICE`] later, while the session lives: the user
 /// otherwise gets no language-server tools and no word why.
-fn notice_if_unconnected(entry: &Entry, session_id: &str) {
-    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-        return;
-    };
+fn notice_if_unconnected(entry: &Entry, session_id: &str) -> Option<AbortOnDropHandle<()>> {
+    let runtime = tokio::runtime::Handle::try_current().ok()?;
     if entry.connected.load(Ordering::Relaxed) {
-        return;
+        return None;
     }
     let connected = Arc::clone(&entry.connected);
     let mut binding = entry.binding.subscribe();
     let session = session_id.to_string();
-    runtime.spawn(async move {
+    Some(AbortOnDropHandle::new(runtime.spawn(async move {
         // Revoked (closed session, failed request) or dropped: nothing to say.
         let gone = binding.wait_for(|b| *b == Binding::Revoked);
         if tokio::time::timeout(UNCONNECTED_NOTICE, gone).await.is_ok() {
@@ -256,7 +259,7 @@ fn notice_if_unconnected(entry: &Entry, session_id: &str) {
                 UNCONNECTED_NOTICE.as_secs()
             );
         }
-    });
+    })))
 }
 
 /// 128 random bits from the kernel, as hex.

@@ -198,14 +198,9 @@ impl FakeServer {
         method: GateMethod,
         params: Value,
     ) -> impl std::future::Future<Output = Value> {
-        let raw = serde_json::value::to_raw_value(&params).expect("params serialize");
-        let call = self.gate.call(self.next_request_id(), method, Some(raw));
-        async move {
-            let bytes = tokio::time::timeout(CALL_TIMEOUT, call)
-                .await
-                .expect("the gate answers within CALL_TIMEOUT");
-            serde_json::from_slice(&bytes).expect("the gate writes JSON")
-        }
+        let gate = Arc::clone(&self.gate);
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        async move { super::gate::call(&gate, id, method, &params, CALL_TIMEOUT).await }
     }
 
     /// `lsp/servers` → the `servers` array.
@@ -213,10 +208,7 @@ impl FakeServer {
         let response = self
             .call(GateMethod::Servers, json!({"sessionId": SESSION}))
             .await;
-        response["result"]["servers"]
-            .as_array()
-            .unwrap_or_else(|| panic!("lsp/servers failed: {response}"))
-            .clone()
+        super::gate::servers_of(&response)
     }
 
     /// The `lsp/request` params of a hover on `uri`.
@@ -243,5 +235,86 @@ impl FakeServer {
             .await
             .expect("registry shutdown finishes in time");
         assert_eq!(self.server().status().state, ServerState::Stopped);
+    }
+}
+
+/// A TOML basic string.
+pub fn toml_string(text: &str) -> String {
+    // JSON string escapes are valid TOML basic-string escapes.
+    serde_json::to_string(text).expect("a string serializes")
+}
+
+/// A workspace on disk for the `acp-lsp` binary: `root` with `fake.toml`
+/// and `a.fake`, and a config file whose one server is the fake in a mode,
+/// logging what it receives to `log`.
+pub struct FakeProject {
+    pub dir: tempfile::TempDir,
+    /// The workspace, canonical.
+    pub root: PathBuf,
+    /// The config file (`--config`).
+    pub config: PathBuf,
+    /// The fake's log of every message it receives.
+    pub log: PathBuf,
+}
+
+impl FakeProject {
+    /// The fake in `mode`, with `env` added to its environment.
+    pub fn new(mode: &str, env: &[(&str, &str)]) -> FakeProject {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let outside = dir.path().canonicalize().expect("canonical temp dir");
+        let root = outside.join("ws");
+        std::fs::create_dir(&root).expect("create workspace");
+        std::fs::write(root.join("fake.toml"), "").expect("write marker");
+        std::fs::write(root.join("a.fake"), "hello fake\n").expect("write document");
+        let log = outside.join("fake.log");
+        let config = outside.join("config.toml");
+        let mut table = format!(
+            "FAKE_LSP_MODE = {}, FAKE_LSP_LOG = {}",
+            toml_string(mode),
+            toml_string(&log.display().to_string())
+        );
+        for (name, value) in env {
+            table.push_str(&format!(", {name} = {}", toml_string(value)));
+        }
+        let text = format!(
+            "[servers.fake]\ncommand = {}\nlanguage_ids = [\"fake\"]\n\
+             file_extensions = [\"fake\"]\nroot_markers = [\"fake.toml\"]\nenv = {{ {table} }}\n",
+            toml_string(fake_server()),
+        );
+        // The file must parse as a config.
+        Config::from_toml_str(&text, &config, Config::builtin()).expect("a valid config");
+        std::fs::write(&config, text).expect("write the config");
+        FakeProject {
+            dir,
+            root,
+            config,
+            log,
+        }
+    }
+
+    /// What the fake has received so far.
+    pub fn received(&self) -> Vec<Value> {
+        read_log(&self.log)
+    }
+
+    /// Polls the fake's log until `find` yields something; panics after
+    /// [`LOG_TIMEOUT`].
+    pub async fn wait_log<T>(&self, what: &str, find: impl Fn(&[Value]) -> Option<T>) -> T {
+        let deadline = Instant::now() + LOG_TIMEOUT;
+        loop {
+            let log = self.received();
+            if let Some(found) = find(&log) {
+                return found;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}; the fake received:\n{}",
+                log.iter()
+                    .map(Value::to_string)
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            );
+            tokio::time::sleep(LOG_POLL_INTERVAL).await;
+        }
     }
 }

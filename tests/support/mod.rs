@@ -1,12 +1,28 @@
-//! Helpers shared by the integration tests. Each test crate uses a subset.
+//! The shared test harness: each integration test crate uses a subset.
+//!
+//! - A fake-server workspace: [`fake::FakeServer`] (a registry and a gate
+//!   in the test, over the scriptable fake) and [`fake::FakeProject`] (the
+//!   same on disk, with a config file, for the binary).
+//! - A real-server workspace: [`recorded::Recorded`] (a fresh copy of a
+//!   fixture under `tests/projects`, every message recorded).
+//! - The binary: [`proxy::ProxyBuilder`] starts `acp-lsp proxy` in front
+//!   of a scripted agent, its stderr captured ([`proxy::ProxyChild`]), with
+//!   [`proxy::AcpClient`] as the editor; [`cli::run`] runs one command.
+//! - Calls and waits: [`gate::call`] (one gate call, decoded), [`wait::until`]
+//!   (a bounded poll), [`procfs`] (what is left running), [`captured_log`]
+//!   (log lines as JSON, alone in a binary).
 #![allow(dead_code)]
 
 pub mod captured_log;
 #[path = "../../examples/support/cargo_build.rs"]
 pub mod cargo_build;
+pub mod cli;
 pub mod fake;
+pub mod gate;
 pub mod procfs;
+pub mod proxy;
 pub mod recorded;
+pub mod wait;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

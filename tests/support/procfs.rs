@@ -60,3 +60,61 @@ pub async fn wait_until_gone(pids: &[u32], timeout: Duration) -> Vec<u32> {
         tokio::time::sleep(POLL_INTERVAL).await;
     }
 }
+
+/// The parent of `pid`.
+pub fn parent(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    rest.split_ascii_whitespace().nth(1)?.parse().ok()
+}
+
+/// The live processes below `pid` (children, their children, …).
+pub fn descendants(pid: u32) -> Vec<u32> {
+    let parents: Vec<(u32, u32)> = all_pids()
+        .into_iter()
+        .filter_map(|p| Some((p, parent(p)?)))
+        .collect();
+    let mut found = Vec::new();
+    let mut next = vec![pid];
+    while let Some(at) = next.pop() {
+        for (child, _) in parents.iter().filter(|(_, of)| *of == at) {
+            if process_alive(*child) && !found.contains(child) {
+                found.push(*child);
+                next.push(*child);
+            }
+        }
+    }
+    found
+}
+
+/// The program `pid` runs (the first word of its command line).
+pub fn program(pid: u32) -> Option<String> {
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let first = cmdline.split(|b| *b == 0).next()?;
+    Some(String::from_utf8_lossy(first).into_owned())
+}
+
+/// Live processes whose working directory is `root` or below it.
+pub fn processes_in(root: &std::path::Path) -> Vec<u32> {
+    all_pids()
+        .into_iter()
+        .filter(|pid| {
+            std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|cwd| cwd.starts_with(root))
+        })
+        .filter(|pid| process_alive(*pid))
+        .collect()
+}
+
+/// Live processes whose environment holds `NAME=value` exactly (every
+/// instance of one test's fake server, when each test logs to its own file).
+pub fn processes_with_env(name: &str, value: &str) -> Vec<u32> {
+    let wanted = format!("{name}={value}").into_bytes();
+    all_pids()
+        .into_iter()
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ"))
+                .is_ok_and(|env| env.split(|b| *b == 0).any(|var| var == wanted.as_slice()))
+        })
+        .filter(|pid| process_alive(*pid))
+        .collect()
+}

@@ -10,8 +10,6 @@ use acp_lsp::lsp::config::Config;
 use acp_lsp::lsp::registry::{Registry, RegistryOptions};
 use acp_lsp::record::Recorder;
 use acp_lsp_core::gate::{Gate, GateConfig, GateMethod};
-use acp_lsp_core::jsonrpc::RequestId;
-use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
 use super::copy_tree;
@@ -138,19 +136,16 @@ impl Recorded {
 
     /// One gate call; the whole response, checked to answer the call's id.
     pub async fn response(&self, method: GateMethod, params: Value) -> Value {
-        let n = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let id_raw = RawValue::from_string(n.to_string()).expect("an integer is JSON");
-        let params_raw = RawValue::from_string(params.to_string()).expect("a Value is JSON");
-        let bytes = tokio::time::timeout(
-            CALL_TIMEOUT,
-            self.gate
-                .call(RequestId::from_raw(&id_raw), method, Some(params_raw)),
-        )
-        .await
-        .unwrap_or_else(|_| panic!("no answer within {CALL_TIMEOUT:?} to {params}"));
-        let response: Value = serde_json::from_slice(&bytes).expect("the gate answers JSON");
-        assert_eq!(response["id"], json!(n), "{response}");
-        response
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        super::gate::call(&self.gate, id, method, &params, CALL_TIMEOUT).await
+    }
+
+    /// The `lsp/servers` entry of the session's server called `name`.
+    pub async fn entry(&self, name: &str) -> Value {
+        let response = self
+            .response(GateMethod::Servers, json!({ "sessionId": SESSION_ID }))
+            .await;
+        super::gate::named(&super::gate::servers_of(&response), name).clone()
     }
 
     pub fn uri(&self, file: &str) -> String {

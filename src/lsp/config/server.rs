@@ -265,63 +265,30 @@ pub(super) struct ServerPatch {
     path_map: Option<Vec<crate::lsp::path_map::PathMapping>>,
 }
 
-/// Applies the given keys; on failure returns (field, message).
+/// A key's error: (field, message).
+type KeyError = (&'static str, String);
+
+/// Applies the given keys; on failure returns (field, message). Keys are
+/// checked and applied in this order (the first bad one is reported).
 pub(super) fn apply_patch(
     server: &mut ServerConfig,
     patch: ServerPatch,
     origin: &Path,
-) -> Result<(), (&'static str, String)> {
+) -> Result<(), KeyError> {
     if let Some(command) = patch.command {
-        if command.trim().is_empty() {
-            return Err(("command", "must not be empty".to_string()));
-        }
-        server.command = if command.starts_with("~/") {
-            expand_tilde(&command).to_string_lossy().into_owned()
-        } else if command.contains('/') && !Path::new(&command).is_absolute() {
-            resolve_path(&command, origin)
-                .to_string_lossy()
-                .into_owned()
-        } else {
-            command
-        };
+        server.command = checked_command(command, origin)?;
     }
     if let Some(args) = patch.args {
         server.args = args;
     }
     if let Some(ids) = patch.language_ids {
-        if ids.is_empty() || ids.iter().any(|i| i.is_empty()) {
-            return Err((
-                "language_ids",
-                "must list at least one non-empty language id".to_string(),
-            ));
-        }
-        server.language_ids = ids;
+        server.language_ids = checked_language_ids(ids)?;
     }
     if let Some(exts) = patch.file_extensions {
-        // A leading dot is tolerated: ".rs" means "rs".
-        let exts: Vec<String> = exts
-            .into_iter()
-            .map(|e| e.strip_prefix('.').map(str::to_string).unwrap_or(e))
-            .collect();
-        if exts.is_empty() || exts.iter().any(|e| e.is_empty() || e.contains('/')) {
-            return Err((
-                "file_extensions",
-                "must list at least one extension, without dot".to_string(),
-            ));
-        }
-        server.file_extensions = exts;
+        server.file_extensions = checked_file_extensions(exts)?;
     }
     if let Some(markers) = patch.root_markers {
-        if markers
-            .iter()
-            .any(|m| m.is_empty() || m.contains('/') || m == "." || m == "..")
-        {
-            return Err((
-                "root_markers",
-                "markers must be plain file or directory names".to_string(),
-            ));
-        }
-        server.root_markers = markers;
+        server.root_markers = checked_root_markers(markers)?;
     }
     if let Some(opts) = patch.initialization_options {
         match server.initialization_options.as_mut() {
@@ -354,37 +321,10 @@ pub(super) fn apply_patch(
         server.execute_commands = cmds;
     }
     if let Some(methods) = patch.extension_methods {
-        if let Some((method, refusal)) = methods
-            .iter()
-            .find_map(|m| crate::gate::methods::refusal(m).map(|r| (m, r)))
-        {
-            return Err((
-                "extension_methods",
-                format!(
-                    "{method} is never forwarded (the RFD refuses {} methods)",
-                    refusal.category()
-                ),
-            ));
-        }
-        server.extension_methods = methods;
+        server.extension_methods = checked_extension_methods(methods)?;
     }
     if let Some(encodings) = patch.position_encodings {
-        if encodings.is_empty() {
-            return Err((
-                "position_encodings",
-                "must offer at least one encoding".to_string(),
-            ));
-        }
-        if let Some(bad) = encodings
-            .iter()
-            .find(|e| !KNOWN_POSITION_ENCODINGS.contains(&e.as_str()))
-        {
-            return Err((
-                "position_encodings",
-                format!("unknown encoding `{bad}` (use utf-8, utf-16 or utf-32)"),
-            ));
-        }
-        server.position_encodings = encodings;
+        server.position_encodings = checked_position_encodings(encodings)?;
     }
     if let Some(map) = patch.language_id_by_extension {
         for (ext, id) in map {
@@ -424,4 +364,99 @@ pub(super) fn apply_patch(
         },
     )?;
     Ok(())
+}
+
+/// `command`: not empty; `~/` expanded, a relative path with a `/` taken
+/// from the file that names it, a bare name left for PATH.
+fn checked_command(command: String, origin: &Path) -> Result<String, KeyError> {
+    if command.trim().is_empty() {
+        return Err(("command", "must not be empty".to_string()));
+    }
+    Ok(if command.starts_with("~/") {
+        expand_tilde(&command).to_string_lossy().into_owned()
+    } else if command.contains('/') && !Path::new(&command).is_absolute() {
+        resolve_path(&command, origin)
+            .to_string_lossy()
+            .into_owned()
+    } else {
+        command
+    })
+}
+
+/// `language_ids`: at least one, none empty.
+fn checked_language_ids(ids: Vec<String>) -> Result<Vec<String>, KeyError> {
+    if ids.is_empty() || ids.iter().any(|i| i.is_empty()) {
+        return Err((
+            "language_ids",
+            "must list at least one non-empty language id".to_string(),
+        ));
+    }
+    Ok(ids)
+}
+
+/// `file_extensions`: at least one, without dot (a leading dot is
+/// tolerated: ".rs" means "rs").
+fn checked_file_extensions(exts: Vec<String>) -> Result<Vec<String>, KeyError> {
+    let exts: Vec<String> = exts
+        .into_iter()
+        .map(|e| e.strip_prefix('.').map(str::to_string).unwrap_or(e))
+        .collect();
+    if exts.is_empty() || exts.iter().any(|e| e.is_empty() || e.contains('/')) {
+        return Err((
+            "file_extensions",
+            "must list at least one extension, without dot".to_string(),
+        ));
+    }
+    Ok(exts)
+}
+
+/// `root_markers`: plain file or directory names.
+fn checked_root_markers(markers: Vec<String>) -> Result<Vec<String>, KeyError> {
+    if markers
+        .iter()
+        .any(|m| m.is_empty() || m.contains('/') || m == "." || m == "..")
+    {
+        return Err((
+            "root_markers",
+            "markers must be plain file or directory names".to_string(),
+        ));
+    }
+    Ok(markers)
+}
+
+/// `extension_methods`: none the RFD refuses.
+fn checked_extension_methods(methods: Vec<String>) -> Result<Vec<String>, KeyError> {
+    if let Some((method, refusal)) = methods
+        .iter()
+        .find_map(|m| crate::gate::methods::refusal(m).map(|r| (m, r)))
+    {
+        return Err((
+            "extension_methods",
+            format!(
+                "{method} is never forwarded (the RFD refuses {} methods)",
+                refusal.category()
+            ),
+        ));
+    }
+    Ok(methods)
+}
+
+/// `position_encodings`: at least one, each one LSP knows.
+fn checked_position_encodings(encodings: Vec<String>) -> Result<Vec<String>, KeyError> {
+    if encodings.is_empty() {
+        return Err((
+            "position_encodings",
+            "must offer at least one encoding".to_string(),
+        ));
+    }
+    if let Some(bad) = encodings
+        .iter()
+        .find(|e| !KNOWN_POSITION_ENCODINGS.contains(&e.as_str()))
+    {
+        return Err((
+            "position_encodings",
+            format!("unknown encoding `{bad}` (use utf-8, utf-16 or utf-32)"),
+        ));
+    }
+    Ok(encodings)
 }

@@ -1,11 +1,77 @@
 //! Starting and stopping the registry's servers: a start within
 //! `max_running_servers` (the least recently used nested server serving
 //! nothing makes room, or the start is refused with `server_limit`), a
-//! retired server's fresh idle successor, and the nested idle stop.
+//! retired server's fresh idle successor, the nested idle stop, and the
+//! registry's shutdown (begun at the proxy's first signal, so that a server
+//! the same signal ended is not restarted).
 
 use super::*;
 
 impl Registry {
+    /// Shutdown has begun: no server starts or restarts from now on (one
+    /// that exits is left stopped), and the background tasks end. The
+    /// servers still running are stopped by [`Registry::shutdown`].
+    pub fn begin_shutdown(&self) {
+        if !self.closing.is_cancelled() {
+            tracing::debug!("registry shutting down: no more server starts");
+        }
+        self.closing.cancel();
+    }
+
+    /// Begins the shutdown at the first SIGTERM, SIGINT or SIGHUP, until
+    /// the returned handle is dropped. For a process that already handles
+    /// these signals (the proxy ends its agent on them): a client that ends
+    /// the whole process tree (acpx) signals the servers at the same time,
+    /// and they must not be restarted.
+    pub fn begin_shutdown_on_signal(self: &Arc<Self>) -> std::io::Result<AbortOnDropHandle<()>> {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = signal(SignalKind::terminate())?;
+        let mut interrupt = signal(SignalKind::interrupt())?;
+        let mut hangup = signal(SignalKind::hangup())?;
+        let registry = Arc::downgrade(self);
+        Ok(AbortOnDropHandle::new(tokio::spawn(async move {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = interrupt.recv() => {}
+                _ = hangup.recv() => {}
+            }
+            if let Some(registry) = registry.upgrade() {
+                registry.begin_shutdown();
+            }
+        })))
+    }
+
+    /// Stops every server and waits for them (and for the background tasks).
+    pub async fn shutdown(&self) {
+        self.begin_shutdown();
+        for (_, timer) in self.nested_timers.lock().drain() {
+            timer.abort();
+        }
+        for (_, timer) in self.idle.lock().drain() {
+            timer.abort();
+        }
+        let servers = self.all_servers();
+        futures::future::join_all(servers.iter().map(|s| s.stop())).await;
+        let retiring: Vec<_> = self.retiring.lock().drain(..).collect();
+        futures::future::join_all(retiring).await;
+        self.tasks.close();
+        self.tasks.wait().await;
+    }
+
+    /// Runs `work` in [`Registry::tasks`], until it ends or shutdown begins.
+    pub(super) fn spawn_tracked(
+        &self,
+        work: impl std::future::Future<Output = ()> + Send + 'static,
+    ) {
+        let closing = self.closing.clone();
+        self.tasks.spawn(async move {
+            tokio::select! {
+                _ = closing.cancelled() => {}
+                _ = work => {}
+            }
+        });
+    }
+
     /// Servers running (or starting) now.
     pub fn running_servers(&self) -> Vec<Arc<Server>> {
         self.all_servers()
@@ -135,5 +201,13 @@ impl Registry {
             }
         });
         timers.insert(id.to_string(), timer);
+    }
+}
+
+impl Drop for Registry {
+    /// A registry dropped without [`Registry::shutdown`] (a test, a command
+    /// that ends) still ends its background tasks.
+    fn drop(&mut self) {
+        self.closing.cancel();
     }
 }

@@ -129,6 +129,9 @@ pub struct ServerSpec {
     pub program: PathBuf,
     pub limits: Limits,
     pub recorder: Option<Recorder>,
+    /// The registry's root cancellation: once cancelled (shutdown has
+    /// begun), the server is not started, nor restarted when it exits.
+    pub closing: CancellationToken,
 }
 
 /// The lifecycle snapshot watched by waiters.

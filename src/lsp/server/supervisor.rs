@@ -9,20 +9,22 @@ use crate::gate::{GateError, NotRunning, ServerState, State};
 use crate::lsp::caches;
 use crate::lsp::connection::{Connection, Reply, ServerMessages};
 use crate::lsp::handshake;
+use crate::lsp::launch::Launch;
 use crate::lsp::process::{SpawnSpec, EXIT_GRACE};
 use crate::lsp::registration::raw_json;
-use crate::lsp::transport::Link;
+use crate::lsp::transport::{Link, LinkIo, LinkStatus};
 use crate::record::Direction;
 use serde_json::{json, Value};
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tokio_util::task::AbortOnDropHandle;
 
 impl Server {
     /// Starts the supervisor once; later calls do nothing.
     pub fn ensure_started(self: &Arc<Self>) {
         let mut started = self.started.lock();
-        if started.is_some() || self.stop.is_cancelled() {
+        if started.is_some() || self.stop.is_cancelled() || self.spec.closing.is_cancelled() {
             return;
         }
         self.set_status(ServerState::Starting, None);
@@ -68,7 +70,19 @@ impl Server {
                     );
                     continue;
                 }
-                RunEnd::Crashed(error) => error,
+                RunEnd::Crashed(crash) => {
+                    if self.ended_by_shutdown(&crash).await {
+                        tracing::info!(
+                            server = %self.spec.config.name,
+                            root = %self.spec.root.display(),
+                            error = %crash.error,
+                            "language server ended while acp-lsp shuts down; not restarting"
+                        );
+                        self.set_status(ServerState::Stopped, None);
+                        return;
+                    }
+                    crash.error
+                }
             };
             let now = Instant::now();
             crashes.push_back(now);
@@ -114,6 +128,10 @@ impl Server {
             tokio::select! {
                 _ = tokio::time::sleep(backoff) => {}
                 _ = self.stop.cancelled() => return,
+                _ = self.spec.closing.cancelled() => {
+                    self.set_status(ServerState::Stopped, None);
+                    return;
+                }
             }
             let restarts = {
                 let mut live = self.live();
@@ -130,21 +148,69 @@ impl Server {
         }
     }
 
+    /// Whether a process that ended by itself did so because acp-lsp is
+    /// shutting down: shutdown has begun, or the process was ended by a
+    /// termination signal acp-lsp did not send and acp-lsp's own shutdown
+    /// begins within [`SIGNALLED_EXIT_WAIT`] (a client ending the whole
+    /// process tree signals the proxy and its servers at the same moment,
+    /// and the server's exit may be seen first).
+    async fn ended_by_shutdown(&self, crash: &Crash) -> bool {
+        if self.spec.closing.is_cancelled() {
+            return true;
+        }
+        if !crash.signalled {
+            return false;
+        }
+        tokio::time::timeout(SIGNALLED_EXIT_WAIT, self.spec.closing.cancelled())
+            .await
+            .is_ok()
+    }
+
     /// Runs the server once; how it ended.
     async fn run_once(self: &Arc<Self>) -> RunEnd {
         match self.run_process().await {
             Some(Ok(())) => RunEnd::Reload,
-            Some(Err(error)) => RunEnd::Crashed(error),
+            Some(Err(crash)) => RunEnd::Crashed(crash),
             None => RunEnd::Stopped,
         }
     }
 
     /// One process: `None` when it was stopped on purpose, `Some(Ok(()))`
     /// when it was ended for a reload, else why it ended.
-    async fn run_process(self: &Arc<Self>) -> Option<Result<(), String>> {
+    async fn run_process(self: &Arc<Self>) -> Option<Result<(), Crash>> {
+        let (launch, spawn) = self.prepare_spawn().await;
+        // A child process, or a connection to a remote server (`connect`).
         let config = &self.spec.config;
-        // Caches outside the user's tree, and clangd's compilation database
-        // (written again at each start): a walk of the root, off the async threads.
+        let opened = tokio::select! {
+            opened = Link::open(&config.name, config.remote.as_ref(), &spawn, self.spec.limits) => opened,
+            _ = self.stop.cancelled() => return None,
+        };
+        let (mut process, io) = match opened {
+            Ok(opened) => opened,
+            Err(error) => {
+                return Some(Err(Crash {
+                    error,
+                    signalled: false,
+                }))
+            }
+        };
+        let connection = self.connect(&process, io, &launch);
+        match self.initialize(&connection, &mut process).await {
+            Handshake::Done => {}
+            Handshake::Stopped => return None,
+            Handshake::Failed(failure) => return Some(Err(failure)),
+        }
+        // Owned by this process's run: it ends with it.
+        let _index_timer = self.go_live(&connection, &launch).await;
+        self.run_until_end(&connection, &mut process).await
+    }
+
+    /// What this start adds to the configured command (prepared off the
+    /// async threads: caches outside the user's tree, and clangd's
+    /// compilation database, written again at each start after a walk of
+    /// the root), and the command.
+    async fn prepare_spawn(&self) -> (Launch, SpawnSpec) {
+        let config = &self.spec.config;
         let launch = {
             let (config, program, root) = (
                 Arc::clone(config),
@@ -164,15 +230,13 @@ impl Server {
             env_extra: config.env.clone(),
             env_passthrough: config.env_passthrough.clone(),
         };
-        // A child process, or a connection to a remote server (`connect`).
-        let opened = tokio::select! {
-            opened = Link::open(&config.name, config.remote.as_ref(), &spawn, self.spec.limits) => opened,
-            _ = self.stop.cancelled() => return None,
-        };
-        let (mut process, io) = match opened {
-            Ok(opened) => opened,
-            Err(e) => return Some(Err(e)),
-        };
+        (launch, spawn)
+    }
+
+    /// The process is up: logged, recorded, its connection started and
+    /// this process's part of the live state reset.
+    fn connect(self: &Arc<Self>, process: &Link, io: LinkIo, launch: &Launch) -> Arc<Connection> {
+        let config = &self.spec.config;
         tracing::info!(
             server = %config.name,
             root = %self.spec.root.display(),
@@ -201,78 +265,100 @@ impl Server {
             handler,
             self.spec.recorder.clone(),
         );
-        {
-            let mut live = self.live();
-            live.pid = process.pid();
-            live.spawned_at = Some(Instant::now());
-            live.progress.clear();
-            live.quiescent = None;
-            live.awaiting_index = launch.awaits_background_index;
-            live.database_sources = launch
-                .generated_database
-                .as_ref()
-                .map(|_| Arc::new(launch.sources.iter().cloned().collect()));
-            live.index_began = false;
-            live.registrations.clear();
-            live.registration_bytes = 0;
-        }
+        let mut live = self.live();
+        live.pid = process.pid();
+        live.spawned_at = Some(Instant::now());
+        live.progress.clear();
+        live.quiescent = None;
+        live.awaiting_index = launch.awaits_background_index;
+        live.database_sources = launch
+            .generated_database
+            .as_ref()
+            .map(|_| Arc::new(launch.sources.iter().cloned().collect()));
+        live.index_began = false;
+        live.registrations.clear();
+        live.registration_bytes = 0;
+        connection
+    }
 
-        let init_params = handshake::initialize_params(config, &self.spec.root);
+    /// `initialize`, within [`INITIALIZE_TIMEOUT`]; a process that fails it
+    /// is killed and reaped here.
+    async fn initialize(&self, connection: &Arc<Connection>, process: &mut Link) -> Handshake {
+        let init_params = handshake::initialize_params(&self.spec.config, &self.spec.root);
         let initialize = connection.request("initialize", Some(&init_params));
         let outcome = tokio::select! {
             reply = tokio::time::timeout(INITIALIZE_TIMEOUT, initialize) => reply,
             _ = self.stop.cancelled() => {
-                self.shutdown(&connection, &mut process, false).await;
-                return None;
+                self.shutdown(connection, process, false).await;
+                return Handshake::Stopped;
             }
         };
-        let failure = match outcome {
+        let failure: String = match outcome {
             Ok(Reply::Result(result)) => match handshake::read_initialize_result(&result) {
                 Ok(info) => {
                     let mut live = self.live();
                     live.capabilities = Some(info.capabilities);
                     live.version = info.version;
                     live.position_encoding = info.position_encoding;
-                    None
+                    return Handshake::Done;
                 }
-                Err(e) => Some(format!("invalid initialize result: {e}")),
+                Err(e) => format!("invalid initialize result: {e}"),
             },
-            Ok(Reply::Error(e)) => Some(format!("initialize failed: {}", e.get())),
-            Ok(Reply::TooLarge { .. }) => Some("initialize result over the frame limit".into()),
-            Ok(Reply::Closed) => Some("exited during initialize".into()),
-            Err(_) => Some(format!(
+            Ok(Reply::Error(e)) => format!("initialize failed: {}", e.get()),
+            Ok(Reply::TooLarge { .. }) => "initialize result over the frame limit".into(),
+            Ok(Reply::Closed) => "exited during initialize".into(),
+            Err(_) => format!(
                 "no initialize answer within {} s",
                 INITIALIZE_TIMEOUT.as_secs()
-            )),
+            ),
         };
-        if let Some(failure) = failure {
-            drop(connection);
-            process.kill_group_now();
-            // A server that exited by itself keeps its own status; one that
-            // hung reports the kill.
-            let status = process
-                .wait()
-                .await
-                .map_or_else(|e| e.to_string(), |s| s.to_string());
-            self.record_exit(&status);
-            return Some(Err(with_stderr(
-                format!("{failure} ({status})"),
-                &process.stderr_tail(),
-            )));
-        }
+        process.kill_group_now();
+        // A server that exited by itself keeps its own status; one that
+        // hung reports the kill.
+        let exited = process.wait().await;
+        let signalled = by_termination_signal(&exited);
+        let status = exited.map_or_else(|e| e.to_string(), |s| s.to_string());
+        self.record_exit(&status);
+        Handshake::Failed(Crash {
+            error: with_stderr(format!("{failure} ({status})"), &process.stderr_tail()),
+            signalled,
+        })
+    }
+
+    /// After the handshake: `initialized`, the settings, the documents open
+    /// before a restart, clangd's first source; then requests are taken.
+    /// Returns the timer that stops waiting for clangd's index, if one runs.
+    async fn go_live(
+        self: &Arc<Self>,
+        connection: &Arc<Connection>,
+        launch: &Launch,
+    ) -> Option<AbortOnDropHandle<()>> {
+        let config = &self.spec.config;
         connection.notify("initialized", Some(&raw_json(&json!({}))));
         if !is_empty_settings(&config.settings) {
             let params = json!({ "settings": config.settings });
             connection.notify("workspace/didChangeConfiguration", Some(&raw_json(&params)));
         }
-        self.live().connection = Some(Arc::clone(&connection));
-        self.reopen_documents(&connection).await;
-        if launch.awaits_background_index {
-            self.start_background_index(&connection, launch.first_source.as_deref())
-                .await;
-        }
+        self.live().connection = Some(Arc::clone(connection));
+        self.reopen_documents(connection).await;
+        let index_timer = if launch.awaits_background_index {
+            Some(
+                self.start_background_index(connection, launch.first_source.as_deref())
+                    .await,
+            )
+        } else {
+            None
+        };
         self.update_readiness();
+        index_timer
+    }
 
+    /// Serves until the process exits, a stop, or a reload; how it ended.
+    async fn run_until_end(
+        &self,
+        connection: &Arc<Connection>,
+        process: &mut Link,
+    ) -> Option<Result<(), Crash>> {
         let ended = tokio::select! {
             status = process.wait() => Ended::Exited(status),
             _ = self.stop.cancelled() => Ended::Stop,
@@ -280,20 +366,21 @@ impl Server {
         };
         self.live().connection = None;
         match ended {
-            Ended::Exited(status) => {
-                let status = status.map_or_else(|e| e.to_string(), |s| s.to_string());
+            Ended::Exited(exited) => {
+                let signalled = by_termination_signal(&exited);
+                let status = exited.map_or_else(|e| e.to_string(), |s| s.to_string());
                 self.record_exit(&status);
-                Some(Err(with_stderr(
-                    format!("exited ({status})"),
-                    &process.stderr_tail(),
-                )))
+                Some(Err(Crash {
+                    error: with_stderr(format!("exited ({status})"), &process.stderr_tail()),
+                    signalled,
+                }))
             }
             Ended::Stop => {
-                self.shutdown(&connection, &mut process, true).await;
+                self.shutdown(connection, process, true).await;
                 None
             }
             Ended::Reload => {
-                self.shutdown(&connection, &mut process, true).await;
+                self.shutdown(connection, process, true).await;
                 Some(Ok(()))
             }
         }
@@ -375,7 +462,7 @@ impl Server {
         self: &Arc<Self>,
         connection: &Arc<Connection>,
         first_source: Option<&std::path::Path>,
-    ) {
+    ) -> AbortOnDropHandle<()> {
         if self.docs().is_empty() {
             if let Some(path) = first_source {
                 if let Ok(uri) = url::Url::from_file_path(path) {
@@ -387,12 +474,12 @@ impl Server {
         }
         let server = Arc::downgrade(self);
         let connection = Arc::downgrade(connection);
-        tokio::spawn(async move {
+        AbortOnDropHandle::new(tokio::spawn(async move {
             tokio::time::sleep(INDEX_START_WAIT).await;
             if let Some(server) = server.upgrade() {
                 server.index_start_timed_out(&connection);
             }
-        });
+        }))
     }
 
     /// [`INDEX_START_WAIT`] has passed on `connection`: without a begun
@@ -516,7 +603,40 @@ enum RunEnd {
     /// Ended for a reload ([`Server::reload`]); start again at once.
     Reload,
     /// Ended by itself or failed to start: why.
-    Crashed(String),
+    Crashed(Crash),
+}
+
+/// Why a server's process ended without being asked to.
+struct Crash {
+    error: String,
+    /// It was ended by SIGTERM, SIGINT or SIGHUP, which acp-lsp never sends
+    /// a server of its own accord before its stop (someone else is ending
+    /// processes: maybe this proxy's whole tree).
+    signalled: bool,
+}
+
+/// How long a server ended by a termination signal acp-lsp did not send
+/// waits for acp-lsp's own shutdown to begin before it counts as a crash
+/// (see [`Server::ended_by_shutdown`]).
+pub const SIGNALLED_EXIT_WAIT: Duration = Duration::from_secs(2);
+
+/// Whether a process ended by SIGTERM, SIGINT or SIGHUP.
+fn by_termination_signal(exited: &std::io::Result<LinkStatus>) -> bool {
+    use std::os::unix::process::ExitStatusExt;
+    match exited {
+        // SIGHUP, SIGINT, SIGTERM: the same numbers on every Unix.
+        Ok(LinkStatus::Exited(status)) => matches!(status.signal(), Some(1 | 2 | 15)),
+        _ => false,
+    }
+}
+
+/// How the `initialize` handshake ended.
+enum Handshake {
+    Done,
+    /// Stopped on purpose meanwhile (the process is shut down).
+    Stopped,
+    /// Why it failed (the process is killed and reaped).
+    Failed(Crash),
 }
 
 /// What ended a running process.
