@@ -11,6 +11,7 @@
 //! 6. Three agents on one project with and without `--shared` (`support::shared`).
 //! 7. The MCP tools against mcpls 0.6.0 on the same rust-analyzer (`support::mcp`).
 //! 8. Memory: the proxy's RSS against mcpls's, warm and after 1,000 tool calls (`support::mcp`).
+//! 9. SCIP indexes: session → first correct references with an index and without, on serde_json; index RSS per million occurrences (`support::scip`).
 //!
 //! Environment: `BENCH_FIGURES=1,2,…` runs only those figures (default all;
 //! 7 and 8 come from one run of `support::mcp`).
@@ -50,7 +51,7 @@ fn main() {
     let figures: Vec<u32> = std::env::var("BENCH_FIGURES")
         .ok()
         .map(|v| v.split(',').filter_map(|f| f.trim().parse().ok()).collect())
-        .unwrap_or_else(|| vec![1, 2, 3, 4, 5, 6, 7, 8]);
+        .unwrap_or_else(|| vec![1, 2, 3, 4, 5, 6, 7, 8, 9]);
     let suite_start = Instant::now();
     let table = Table::default();
 
@@ -98,6 +99,7 @@ fn main() {
             7 => runtime.block_on(support::mcp::run(&table, &figures)),
             8 if figures.contains(&7) => continue,
             8 => runtime.block_on(support::mcp::run(&table, &figures)),
+            9 => runtime.block_on(support::scip::run(&table)),
             other => {
                 eprintln!("no figure {other}");
                 Ok(())

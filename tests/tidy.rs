@@ -119,6 +119,7 @@ const PROXY_LAYERS: &[Layer] = &[
             "proxy_host",
             "read",
             "record",
+            "scip",
             "session_facade",
             "sys",
         ],

@@ -82,6 +82,27 @@ struct At {
     capabilities: Box<serde_json::value::RawValue>,
     text_document: Value,
     position: Value,
+    /// Said before the answer: it came from a SCIP index standing in.
+    note: Option<String>,
+}
+
+/// `result` with `note` before its text (and its summary).
+fn noted(mut result: CallToolResult, note: Option<&str>) -> CallToolResult {
+    let Some(note) = note else {
+        return result;
+    };
+    for block in &mut result.content {
+        if let Some(text) = block.as_text() {
+            *block = ContentBlock::text(format!("{note}\n{}", text.text));
+        }
+    }
+    if let Some(Value::Object(fields)) = &mut result.structured_content {
+        if let Some(Value::String(summary)) = fields.get_mut("summary") {
+            *summary = format!("{note}\n{summary}");
+        }
+        fields.insert("source".into(), Value::String(note.into()));
+    }
+    result
 }
 
 /// A tool's answer: the compact text, and the structured content with the
@@ -182,7 +203,15 @@ impl LspTools {
         let encoding = encoding_of(&entry);
         let character = lsp_position(&text, &path, line, column, encoding)?;
         let uri = file_uri(&path)?;
+        let note = (entry.name == crate::scip::SERVER_NAME).then(|| {
+            format!(
+                "(answered from the SCIP index {} while the language server starts: \
+                 files changed since it was built are left out)",
+                entry.ours().version.as_deref().unwrap_or("scip")
+            )
+        });
         Ok(At {
+            note,
             capabilities: entry.capabilities,
             server_id: entry.server_id.into(),
             server: entry.name,
@@ -210,7 +239,8 @@ impl LspTools {
             .await
             .map_err(describe)?;
         let result: Value = parse(result.get())?;
-        Ok(render_locations(&at.tool, &self.texts, at.encoding, &result, what).await)
+        let rendered = render_locations(&at.tool, &self.texts, at.encoding, &result, what).await;
+        Ok(noted(rendered, at.note.as_deref()))
     }
 }
 
@@ -428,7 +458,9 @@ impl LspTools {
             .await
             .map_err(describe)?;
         let result: Value = parse(result.get())?;
-        Ok(render_locations(&at.tool, &self.texts, at.encoding, &result, "references").await)
+        let rendered =
+            render_locations(&at.tool, &self.texts, at.encoding, &result, "references").await;
+        Ok(noted(rendered, at.note.as_deref()))
     }
 
     async fn hover_inner(&self, args: PositionArgs) -> ToolResult<CallToolResult> {

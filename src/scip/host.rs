@@ -417,7 +417,21 @@ impl Indexes {
                         meta: Some(to_raw(&meta)),
                     })
                 }
-                None => Err(declined(&decline, live_server.as_ref())),
+                // A caller that waits for an answer (`waitUntilReady`) waits
+                // for the live server instead of hearing the index decline.
+                None => match (live_server, call.wait_until_ready) {
+                    (Some(live_server), Some(wait)) => {
+                        let mut forwarded = forwarded(&call, &live_server);
+                        forwarded.wait_until_ready = Some(wait.saturating_sub(started.elapsed()));
+                        let live_reply = live.ask(forwarded).await?;
+                        let meta = Meta::forwarded(&served, &decline, &live_server);
+                        Ok(HostReply {
+                            result: live_reply.result,
+                            meta: Some(to_raw(&meta)),
+                        })
+                    }
+                    (live_server, _) => Err(declined(&decline, live_server.as_ref())),
+                },
             },
         }
     }
