@@ -611,6 +611,33 @@ async fn a_small_index_answers_from_its_unchanged_file() {
     stack.shutdown().await;
 }
 
+/// The same project with `src/main.rs` edited after indexing (one byte
+/// more, positions unchanged) and no live server: nothing in it is answered
+/// from the index, and the error says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edited_file_is_declined_when_no_live_server_can_answer() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let (root, _) = small_project(dir.path());
+    std::fs::write(root.join("src/main.rs"), format!("{MAIN_RS} ")).expect("edit main.rs");
+    let stack = Stack::open(&root, true);
+    let scip = settled_entry(&stack).await;
+    assert_eq!(scip["state"], "running", "{scip}");
+    let uri = file_uri(&root.join("src/main.rs"));
+    for (method, params) in [
+        ("textDocument/references", references_params(&uri, 1, 13)),
+        (
+            "textDocument/definition",
+            json!({"textDocument": {"uri": uri}, "position": {"line": 1, "character": 13}}),
+        ),
+        ("textDocument/documentSymbol", json!({"textDocument": {"uri": uri}})),
+    ] {
+        let response = stack.request(&scip, method, params, false).await;
+        assert!(response["result"].is_null(), "{method} answered from a changed file: {response}");
+        assert!(response.to_string().contains("document_changed"), "{method}: {response}");
+    }
+    stack.shutdown().await;
+}
+
 /// A truncated index (its sidecar says how long it was) and bytes that are
 /// no index (described by their sidecar) are refused with the reason; the
 /// entry says so and requests to it get an error, never an answer.
