@@ -402,6 +402,25 @@ fn position_of(root: &Path, file: &str, line_text: &str, name: &str) -> (String,
     (file_uri(&root.join(file)), line as u32, character as u32)
 }
 
+/// The built-in servers, rust-analyzer's command held until a line can be
+/// read from the FIFO `fifo` (made here): it stays `starting` till then.
+fn held_rust_analyzer(fifo: &Path) -> Config {
+    let made = Command::new("mkfifo").arg(fifo).status().expect("mkfifo runs");
+    assert!(made.success(), "mkfifo failed");
+    let mut config = Config::builtin();
+    let server = config
+        .servers
+        .iter_mut()
+        .find(|s| s.name == "rust-analyzer")
+        .expect("the built-in rust-analyzer");
+    server.command = "sh".into();
+    server.args = vec![
+        "-c".into(),
+        format!("read go < '{}' && exec rust-analyzer", fifo.display()),
+    ];
+    config
+}
+
 /// Where an answer came from (`_meta["acp-lsp"].source`).
 fn source_of(response: &Value) -> &str {
     response["result"]["_meta"]["acp-lsp"]["source"]
@@ -433,8 +452,11 @@ async fn an_edited_file_is_never_answered_from_the_index() {
     let added_line = text.lines().count() as u32 - 2;
     let lib_uri = file_uri(&lib);
 
-    // Lazy: the live server starts when it is first asked.
-    let stack = Stack::open(&root, true);
+    // rust-analyzer held before it starts (a FIFO the test opens later):
+    // "before the live server is ready" is certain, not a race.
+    let held = tempfile::tempdir().expect("a temporary directory");
+    let fifo = held.path().join("go");
+    let stack = Stack::with_config(&root, false, held_rust_analyzer(&fifo));
     let scip = stack.entry("scip").await;
     assert_eq!(scip["state"], "running", "{scip}");
     let (uri, line, character) = &encode_byte;
@@ -464,8 +486,18 @@ async fn an_edited_file_is_never_answered_from_the_index() {
         "the edited file is not said to be uncovered: {partial}"
     );
 
-    // Once the live server is ready: its answers for the edited file.
+    // A request that waits for an answer (`waitUntilReady`) waits for the
+    // live server instead of hearing the index decline; it is let go now.
     let live = stack.entry("rust-analyzer").await;
+    assert_eq!(live["state"], "starting", "{live}");
+    let release = tokio::task::spawn_blocking(move || std::fs::write(&fifo, "go\n"));
+    let waited = stack
+        .request(&scip, "textDocument/references", defined_in_edited.clone(), true)
+        .await;
+    release.await.expect("the release ran").expect("rust-analyzer let go");
+    assert_eq!(source_of(&waited), "rust-analyzer", "{waited}");
+
+    // Once the live server is ready: its answers for the edited file.
     let live_used = stack
         .request(&live, "textDocument/references", used_in_edited.clone(), true)
         .await;
@@ -630,7 +662,19 @@ async fn a_small_index_answers_from_its_unchanged_file() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_edited_file_is_declined_when_no_live_server_can_answer() {
     let dir = tempfile::tempdir().expect("a temporary directory");
-    let (root, _) = small_project(dir.path());
+    let (root, file) = small_project(dir.path());
+    // A second, unchanged document: an index none of whose documents
+    // match is refused as another project's.
+    std::fs::write(root.join("src/util.rs"), "pub fn util() {}\n").expect("util.rs");
+    write_index(
+        &file,
+        &root,
+        &[
+            ("src/main.rs", 0, 3, 6, HELPER, true),
+            ("src/main.rs", 1, 12, 6, HELPER, false),
+            ("src/util.rs", 0, 7, 4, "rust-analyzer cargo demo 0.1.0 util().", true),
+        ],
+    );
     std::fs::write(root.join("src/main.rs"), format!("{MAIN_RS} ")).expect("edit main.rs");
     let stack = Stack::open(&root, true);
     let scip = settled_entry(&stack).await;
