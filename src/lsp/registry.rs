@@ -432,7 +432,10 @@ impl Registry {
 impl Registry {
     /// [`LspHost::servers`] without `memoryBytes` and `degradedRoots`.
     pub async fn servers_brief(&self, session: &Session) -> Vec<ServerEntry> {
-        self.entries(session, false).await
+        let (mut entries, indexes) =
+            tokio::join!(self.entries(session, false), self.indexes.entries(session));
+        entries.extend(indexes);
+        entries
     }
 
     /// The session's entries; `full`: with `memoryBytes` and `degradedRoots`.
