@@ -1450,7 +1450,10 @@ async fn tools_answer_from_a_scip_index_while_the_server_starts_and_say_so() {
     support::require("rust-analyzer", "rustup component add rust-analyzer");
     let held = tempfile::tempdir().expect("tempdir");
     let fifo = held.path().join("go");
-    let made = std::process::Command::new("mkfifo").arg(&fifo).status().expect("mkfifo runs");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo runs");
     assert!(made.success(), "mkfifo failed");
     let mut config = Config::builtin();
     let server = config
@@ -1475,7 +1478,11 @@ async fn tools_answer_from_a_scip_index_while_the_server_starts_and_say_so() {
                 .arg(root)
                 .output()
                 .expect("acp-lsp index runs");
-            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
         },
         Duration::from_secs(5),
     )
@@ -1492,7 +1499,10 @@ async fn tools_answer_from_a_scip_index_while_the_server_starts_and_say_so() {
         )
         .await,
     );
-    assert!(refs.starts_with("(answered from the SCIP index scip@"), "{refs}");
+    assert!(
+        refs.starts_with("(answered from the SCIP index scip@"),
+        "{refs}"
+    );
     for needle in [
         "src/geometry.rs:2:8: pub fn area(width: u32, height: u32) -> u32 {",
         "src/report.rs:5:5: area(side, side)",
@@ -1502,10 +1512,15 @@ async fn tools_answer_from_a_scip_index_while_the_server_starts_and_say_so() {
         assert!(refs.contains(needle), "{needle:?} not in\n{refs}");
     }
     assert!(
-        structured["source"].as_str().is_some_and(|s| s.contains("SCIP index")),
+        structured["source"]
+            .as_str()
+            .is_some_and(|s| s.contains("SCIP index")),
         "{structured}"
     );
-    let (servers, _) = success("lsp_servers", &call(&client, "lsp_servers", json!({})).await);
+    let (servers, _) = success(
+        "lsp_servers",
+        &call(&client, "lsp_servers", json!({})).await,
+    );
     assert!(!servers.contains("rust-analyzer [ready]"), "{servers}");
     drop(client);
     drop(proxy);

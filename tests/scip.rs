@@ -137,7 +137,11 @@ fn registry_crate(name: &str) -> tempfile::TempDir {
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .expect("cargo metadata");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let metadata: Value = serde_json::from_slice(&out.stdout).expect("metadata JSON");
     let manifest = metadata["packages"]
         .as_array()
@@ -148,7 +152,10 @@ fn registry_crate(name: &str) -> tempfile::TempDir {
         .unwrap_or_else(|| panic!("{name} is not a dependency"))
         .to_string();
     let dir = tempfile::tempdir().expect("a temporary directory");
-    copy_tree(Path::new(&manifest).parent().expect("a crate dir"), dir.path());
+    copy_tree(
+        Path::new(&manifest).parent().expect("a crate dir"),
+        dir.path(),
+    );
     dir
 }
 
@@ -178,14 +185,12 @@ fn defined_symbols(index_file: &Path, root: &Path, most: usize) -> Vec<(String, 
             let start = occurrence.span.start;
             let line = lines.get(start.line as usize).copied().unwrap_or("");
             let character = match document.encoding {
-                acp_lsp::scip::index::Encoding::Utf8 => {
-                    acp_lsp::scip::verify::convert(
-                        line,
-                        start.character,
-                        acp_lsp::scip::index::Encoding::Utf8,
-                        acp_lsp::scip::index::Encoding::Utf16,
-                    )
-                }
+                acp_lsp::scip::index::Encoding::Utf8 => acp_lsp::scip::verify::convert(
+                    line,
+                    start.character,
+                    acp_lsp::scip::index::Encoding::Utf8,
+                    acp_lsp::scip::index::Encoding::Utf16,
+                ),
                 _ => start.character,
             };
             let uri = url::Url::from_file_path(root.join(&*document.path))
@@ -235,12 +240,25 @@ fn references_params(uri: &str, line: u32, character: u32) -> Value {
 
 /// The text at a location key of [`locations`] (a one-line range).
 fn text_at(location: &str) -> String {
-    let (uri, range) = location.rsplit_once(':').and_then(|(rest, end)| {
-        let (rest, start) = rest.rsplit_once(':')?;
-        let (uri, line) = rest.rsplit_once(':')?;
-        Some((uri, (line.parse::<usize>().ok()?, start.split('-').next()?.parse::<usize>().ok()?, end.parse::<usize>().ok()?)))
-    }).unwrap_or_else(|| panic!("not a location: {location}"));
-    let path = url::Url::parse(uri).ok().and_then(|u| u.to_file_path().ok()).expect("a file URI");
+    let (uri, range) = location
+        .rsplit_once(':')
+        .and_then(|(rest, end)| {
+            let (rest, start) = rest.rsplit_once(':')?;
+            let (uri, line) = rest.rsplit_once(':')?;
+            Some((
+                uri,
+                (
+                    line.parse::<usize>().ok()?,
+                    start.split('-').next()?.parse::<usize>().ok()?,
+                    end.parse::<usize>().ok()?,
+                ),
+            ))
+        })
+        .unwrap_or_else(|| panic!("not a location: {location}"));
+    let path = url::Url::parse(uri)
+        .ok()
+        .and_then(|u| u.to_file_path().ok())
+        .expect("a file URI");
     let text = std::fs::read_to_string(path).expect("the file");
     let line = text.lines().nth(range.0).unwrap_or("");
     line.get(range.1..range.2).unwrap_or("").to_string()
@@ -274,9 +292,16 @@ async fn compare(
     let mut from_index = Vec::new();
     for (uri, line, character) in symbols {
         let response = stack
-            .request(&scip, "textDocument/references", references_params(uri, *line, *character), false)
+            .request(
+                &scip,
+                "textDocument/references",
+                references_params(uri, *line, *character),
+                false,
+            )
             .await;
-        let source = response["result"]["_meta"]["acp-lsp"]["source"].as_str().unwrap_or("");
+        let source = response["result"]["_meta"]["acp-lsp"]["source"]
+            .as_str()
+            .unwrap_or("");
         assert!(
             source.starts_with("scip@"),
             "not answered from the index: {response}"
@@ -290,7 +315,12 @@ async fn compare(
     };
     for ((uri, line, character), index) in symbols.iter().zip(from_index) {
         let response = stack
-            .request(&live, "textDocument/references", references_params(uri, *line, *character), true)
+            .request(
+                &live,
+                "textDocument/references",
+                references_params(uri, *line, *character),
+                true,
+            )
             .await;
         assert!(response["result"].is_object(), "{live_name}: {response}");
         let (server, outside): (BTreeSet<String>, BTreeSet<String>) =
@@ -302,7 +332,9 @@ async fn compare(
             comparison.equal += 1;
         }
         comparison.wrong.extend(index.difference(&server).cloned());
-        comparison.missing.extend(server.difference(&index).cloned());
+        comparison
+            .missing
+            .extend(server.difference(&index).cloned());
     }
     comparison
 }
@@ -324,7 +356,10 @@ async fn references_from_the_index_are_rust_analyzers() {
     stack.shutdown().await;
     eprintln!("{comparison:#?}");
     assert!(comparison.equal >= 50, "{comparison:#?}");
-    assert!(comparison.wrong.is_empty(), "wrong locations: {comparison:#?}");
+    assert!(
+        comparison.wrong.is_empty(),
+        "wrong locations: {comparison:#?}"
+    );
     // What rust-analyzer's references find that its `scip` does not record:
     // `Self` standing for the type, and an impl's associated type (`type
     // Item`) among the trait item's references.
@@ -333,7 +368,10 @@ async fn references_from_the_index_are_rust_analyzers() {
         .iter()
         .filter(|l| !matches!(text_at(l).as_str(), "Self" | "Item"))
         .collect();
-    assert!(unrecorded.is_empty(), "missing locations: {unrecorded:?} of {comparison:#?}");
+    assert!(
+        unrecorded.is_empty(),
+        "missing locations: {unrecorded:?} of {comparison:#?}"
+    );
 }
 
 /// The same for scip-python beside pyright and scip-typescript beside
@@ -352,17 +390,29 @@ async fn references_from_python_and_typescript_indexes_are_the_servers() {
         ("ts-project", "typescript", "typescript-language-server"),
     ] {
         let dir = tempfile::tempdir().expect("a temporary directory");
-        copy_tree(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/projects").join(project), dir.path());
+        copy_tree(
+            &Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/projects")
+                .join(project),
+            dir.path(),
+        );
         let root = dir.path().canonicalize().expect("canonical root");
         let files = index(&root);
         assert_eq!(files, vec![root.join(format!(".scip/{language}.scip"))]);
         let symbols = defined_symbols(&files[0], &root, 80);
-        assert!(symbols.len() >= 3, "{project}: only {} symbols", symbols.len());
+        assert!(
+            symbols.len() >= 3,
+            "{project}: only {} symbols",
+            symbols.len()
+        );
         let stack = Stack::open(&root, false);
         let comparison = compare(&stack, &root, live, &symbols).await;
         stack.shutdown().await;
         eprintln!("{project}: {comparison:#?}");
-        assert!(comparison.wrong.is_empty(), "{project}: wrong locations: {comparison:#?}");
+        assert!(
+            comparison.wrong.is_empty(),
+            "{project}: wrong locations: {comparison:#?}"
+        );
         assert!(comparison.symbols >= 3, "{project}: {comparison:#?}");
     }
 }
@@ -376,7 +426,11 @@ fn git_commit_all(dir: &Path) -> String {
             .current_dir(dir)
             .output()
             .expect("git runs");
-        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     };
     git(&["init", "-q"]);
@@ -386,7 +440,9 @@ fn git_commit_all(dir: &Path) -> String {
 }
 
 fn file_uri(path: &Path) -> String {
-    url::Url::from_file_path(path).expect("a file URI").to_string()
+    url::Url::from_file_path(path)
+        .expect("a file URI")
+        .to_string()
 }
 
 /// Where `name` is in the first line of `file` (under `root`) that holds
@@ -398,14 +454,19 @@ fn position_of(root: &Path, file: &str, line_text: &str, name: &str) -> (String,
         .enumerate()
         .find(|(_, l)| l.contains(line_text))
         .unwrap_or_else(|| panic!("no {line_text:?} in {file}"));
-    let character = found.find(name).unwrap_or_else(|| panic!("no {name:?} in {found:?}"));
+    let character = found
+        .find(name)
+        .unwrap_or_else(|| panic!("no {name:?} in {found:?}"));
     (file_uri(&root.join(file)), line as u32, character as u32)
 }
 
 /// The built-in servers, rust-analyzer's command held until a line can be
 /// read from the FIFO `fifo` (made here): it stays `starting` till then.
 fn held_rust_analyzer(fifo: &Path) -> Config {
-    let made = Command::new("mkfifo").arg(fifo).status().expect("mkfifo runs");
+    let made = Command::new("mkfifo")
+        .arg(fifo)
+        .status()
+        .expect("mkfifo runs");
     assert!(made.success(), "mkfifo failed");
     let mut config = Config::builtin();
     let server = config
@@ -443,7 +504,12 @@ async fn an_edited_file_is_never_answered_from_the_index() {
     index(&root);
     let from_index = format!("scip@{}", &head[..12]);
     // Both positions before the edit, which appends to lib.rs.
-    let encode_byte = position_of(&root, "src/lib.rs", "pub fn percent_encode_byte", "percent_encode_byte");
+    let encode_byte = position_of(
+        &root,
+        "src/lib.rs",
+        "pub fn percent_encode_byte",
+        "percent_encode_byte",
+    );
     let controls = position_of(&root, "src/ascii_set.rs", "pub const CONTROLS", "CONTROLS");
     let lib = root.join("src/lib.rs");
     let mut text = std::fs::read_to_string(&lib).expect("lib.rs");
@@ -466,12 +532,28 @@ async fn an_edited_file_is_never_answered_from_the_index() {
 
     // Before the live server is ready.
     let declined = stack
-        .request(&scip, "textDocument/references", defined_in_edited.clone(), false)
+        .request(
+            &scip,
+            "textDocument/references",
+            defined_in_edited.clone(),
+            false,
+        )
         .await;
-    assert!(declined["result"].is_null(), "answered from a changed file: {declined}");
-    assert!(declined.to_string().contains("document_changed"), "{declined}");
+    assert!(
+        declined["result"].is_null(),
+        "answered from a changed file: {declined}"
+    );
+    assert!(
+        declined.to_string().contains("document_changed"),
+        "{declined}"
+    );
     let partial = stack
-        .request(&scip, "textDocument/references", used_in_edited.clone(), false)
+        .request(
+            &scip,
+            "textDocument/references",
+            used_in_edited.clone(),
+            false,
+        )
         .await;
     assert_eq!(source_of(&partial), from_index, "{partial}");
     let partial_locations = locations(&partial["result"]["lspResult"]);
@@ -482,7 +564,9 @@ async fn an_edited_file_is_never_answered_from_the_index() {
     );
     let not_covered = &partial["result"]["_meta"]["acp-lsp"]["notCovered"];
     assert!(
-        not_covered.as_array().is_some_and(|n| n.iter().any(|c| c["uri"] == lib_uri.as_str())),
+        not_covered
+            .as_array()
+            .is_some_and(|n| n.iter().any(|c| c["uri"] == lib_uri.as_str())),
         "the edited file is not said to be uncovered: {partial}"
     );
 
@@ -492,27 +576,55 @@ async fn an_edited_file_is_never_answered_from_the_index() {
     assert_eq!(live["state"], "starting", "{live}");
     let release = tokio::task::spawn_blocking(move || std::fs::write(&fifo, "go\n"));
     let waited = stack
-        .request(&scip, "textDocument/references", defined_in_edited.clone(), true)
+        .request(
+            &scip,
+            "textDocument/references",
+            defined_in_edited.clone(),
+            true,
+        )
         .await;
-    release.await.expect("the release ran").expect("rust-analyzer let go");
+    release
+        .await
+        .expect("the release ran")
+        .expect("rust-analyzer let go");
     assert_eq!(source_of(&waited), "rust-analyzer", "{waited}");
 
     // Once the live server is ready: its answers for the edited file.
     let live_used = stack
-        .request(&live, "textDocument/references", used_in_edited.clone(), true)
+        .request(
+            &live,
+            "textDocument/references",
+            used_in_edited.clone(),
+            true,
+        )
         .await;
     let live_used = locations(&live_used["result"]["lspResult"]);
     assert!(
-        live_used.iter().any(|l| l.starts_with(&format!("{lib_uri}:{added_line}:"))),
+        live_used
+            .iter()
+            .any(|l| l.starts_with(&format!("{lib_uri}:{added_line}:"))),
         "rust-analyzer does not see the edit: {live_used:?}"
     );
     let merged = stack
         .request(&scip, "textDocument/references", used_in_edited, false)
         .await;
-    assert_eq!(source_of(&merged), format!("{from_index}+rust-analyzer"), "{merged}");
-    assert_eq!(locations(&merged["result"]["lspResult"]), live_used, "{merged}");
+    assert_eq!(
+        source_of(&merged),
+        format!("{from_index}+rust-analyzer"),
+        "{merged}"
+    );
+    assert_eq!(
+        locations(&merged["result"]["lspResult"]),
+        live_used,
+        "{merged}"
+    );
     let forwarded = stack
-        .request(&scip, "textDocument/references", defined_in_edited.clone(), false)
+        .request(
+            &scip,
+            "textDocument/references",
+            defined_in_edited.clone(),
+            false,
+        )
         .await;
     assert_eq!(source_of(&forwarded), "rust-analyzer", "{forwarded}");
     let live_defined = stack
@@ -633,7 +745,10 @@ async fn settled_entry(stack: &Stack) -> Value {
         if entry["state"] != "starting" {
             return entry;
         }
-        assert!(std::time::Instant::now() < deadline, "the load did not settle: {entry}");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the load did not settle: {entry}"
+        );
     }
 }
 
@@ -648,11 +763,20 @@ async fn a_small_index_answers_from_its_unchanged_file() {
     assert_eq!(scip["state"], "running", "{scip}");
     let uri = file_uri(&root.join("src/main.rs"));
     let response = stack
-        .request(&scip, "textDocument/references", references_params(&uri, 1, 13), false)
+        .request(
+            &scip,
+            "textDocument/references",
+            references_params(&uri, 1, 13),
+            false,
+        )
         .await;
     assert_eq!(source_of(&response), "scip@feedc0de0123", "{response}");
     let expected: BTreeSet<String> = [format!("{uri}:0:3-0:9"), format!("{uri}:1:12-1:18")].into();
-    assert_eq!(locations(&response["result"]["lspResult"]), expected, "{response}");
+    assert_eq!(
+        locations(&response["result"]["lspResult"]),
+        expected,
+        "{response}"
+    );
     stack.shutdown().await;
 }
 
@@ -672,7 +796,14 @@ async fn an_edited_file_is_declined_when_no_live_server_can_answer() {
         &[
             ("src/main.rs", 0, 3, 6, HELPER, true),
             ("src/main.rs", 1, 12, 6, HELPER, false),
-            ("src/util.rs", 0, 7, 4, "rust-analyzer cargo demo 0.1.0 util().", true),
+            (
+                "src/util.rs",
+                0,
+                7,
+                4,
+                "rust-analyzer cargo demo 0.1.0 util().",
+                true,
+            ),
         ],
     );
     std::fs::write(root.join("src/main.rs"), format!("{MAIN_RS} ")).expect("edit main.rs");
@@ -686,11 +817,20 @@ async fn an_edited_file_is_declined_when_no_live_server_can_answer() {
             "textDocument/definition",
             json!({"textDocument": {"uri": uri}, "position": {"line": 1, "character": 13}}),
         ),
-        ("textDocument/documentSymbol", json!({"textDocument": {"uri": uri}})),
+        (
+            "textDocument/documentSymbol",
+            json!({"textDocument": {"uri": uri}}),
+        ),
     ] {
         let response = stack.request(&scip, method, params, false).await;
-        assert!(response["result"].is_null(), "{method} answered from a changed file: {response}");
-        assert!(response.to_string().contains("document_changed"), "{method}: {response}");
+        assert!(
+            response["result"].is_null(),
+            "{method} answered from a changed file: {response}"
+        );
+        assert!(
+            response.to_string().contains("document_changed"),
+            "{method}: {response}"
+        );
     }
     stack.shutdown().await;
 }
@@ -730,10 +870,18 @@ async fn a_truncated_or_corrupt_index_is_refused() {
         assert!(scip.to_string().contains(reason), "{case}: {scip}");
         let uri = file_uri(&root.join("src/main.rs"));
         let response = stack
-            .request(&scip, "textDocument/references", references_params(&uri, 1, 13), false)
+            .request(
+                &scip,
+                "textDocument/references",
+                references_params(&uri, 1, 13),
+                false,
+            )
             .await;
         assert!(response["result"].is_null(), "{case}: {response}");
-        assert_eq!(response["error"]["data"]["reason"], "server_not_running", "{case}: {response}");
+        assert_eq!(
+            response["error"]["data"]["reason"], "server_not_running",
+            "{case}: {response}"
+        );
         stack.shutdown().await;
     }
 }
@@ -772,7 +920,8 @@ async fn paths_outside_the_roots_are_never_answered() {
     std::fs::create_dir_all(&outside).expect("outside");
     std::fs::write(root.join("src/main.rs"), MAIN_RS).expect("main.rs");
     std::fs::write(outside.join("secret.rs"), "fn f() { helper(); }\n").expect("secret.rs");
-    std::os::unix::fs::symlink(outside.join("secret.rs"), root.join("src/link.rs")).expect("symlink");
+    std::os::unix::fs::symlink(outside.join("secret.rs"), root.join("src/link.rs"))
+        .expect("symlink");
     write_index(
         &root.join(".scip/rust.scip"),
         &root,
@@ -789,18 +938,41 @@ async fn paths_outside_the_roots_are_never_answered() {
     assert_eq!(scip["state"], "running", "{scip}");
     let uri = file_uri(&root.join("src/main.rs"));
     let response = stack
-        .request(&scip, "textDocument/references", references_params(&uri, 1, 13), false)
+        .request(
+            &scip,
+            "textDocument/references",
+            references_params(&uri, 1, 13),
+            false,
+        )
         .await;
     let expected: BTreeSet<String> = [format!("{uri}:0:3-0:9"), format!("{uri}:1:12-1:18")].into();
-    assert_eq!(locations(&response["result"]["lspResult"]), expected, "{response}");
+    assert_eq!(
+        locations(&response["result"]["lspResult"]),
+        expected,
+        "{response}"
+    );
     let not_covered = response["result"]["_meta"]["acp-lsp"]["notCovered"].to_string();
-    assert!(not_covered.contains("link.rs") && not_covered.contains("outside_roots"), "{response}");
+    assert!(
+        not_covered.contains("link.rs") && not_covered.contains("outside_roots"),
+        "{response}"
+    );
     assert!(!response.to_string().contains("secret.rs"), "{response}");
-    for uri in [file_uri(&outside.join("secret.rs")), file_uri(&root.join("src/link.rs"))] {
+    for uri in [
+        file_uri(&outside.join("secret.rs")),
+        file_uri(&root.join("src/link.rs")),
+    ] {
         let response = stack
-            .request(&scip, "textDocument/references", references_params(&uri, 0, 10), false)
+            .request(
+                &scip,
+                "textDocument/references",
+                references_params(&uri, 0, 10),
+                false,
+            )
             .await;
-        assert!(response["result"].is_null(), "answered outside the roots: {response}");
+        assert!(
+            response["result"].is_null(),
+            "answered outside the roots: {response}"
+        );
     }
     stack.shutdown().await;
 }
@@ -817,7 +989,11 @@ async fn an_index_over_the_occurrence_limit_is_refused() {
     let file = root.join(".scip/rust.scip");
     std::fs::create_dir_all(file.parent().expect("a parent")).expect(".scip");
     acp_lsp::scip::load::write_synthetic(&file, 10_001, 1_000).expect("the synthetic index");
-    write_index(&root.join(".scip/small.scip"), &root, &[("src/f0.rs", 0, 3, 2, "s . . . f0/s0.", true)]);
+    write_index(
+        &root.join(".scip/small.scip"),
+        &root,
+        &[("src/f0.rs", 0, 3, 2, "s . . . f0/s0.", true)],
+    );
     // The synthetic index's sidecar: the small one's hashes, its own bytes.
     std::fs::copy(
         acp_lsp::scip::sidecar::path_for(&root.join(".scip/small.scip")),
@@ -825,15 +1001,18 @@ async fn an_index_over_the_occurrence_limit_is_refused() {
     )
     .expect("a sidecar");
     std::fs::remove_file(root.join(".scip/small.scip")).expect("remove the small index");
-    std::fs::remove_file(acp_lsp::scip::sidecar::path_for(&root.join(".scip/small.scip")))
-        .expect("remove its sidecar");
+    std::fs::remove_file(acp_lsp::scip::sidecar::path_for(
+        &root.join(".scip/small.scip"),
+    ))
+    .expect("remove its sidecar");
     describe_again(&file);
     let stack = Stack::open(&root.canonicalize().expect("canonical"), true);
     let scip = settled_entry(&stack).await;
     assert_eq!(scip["state"], "not_running", "{scip}");
     assert!(
-        scip.to_string()
-            .contains("10001000 occurrences is over the limit of 10000000 ([indexes] max_occurrences)"),
+        scip.to_string().contains(
+            "10001000 occurrences is over the limit of 10000000 ([indexes] max_occurrences)"
+        ),
         "{scip}"
     );
     stack.shutdown().await;
@@ -853,7 +1032,10 @@ async fn an_rfd_agent_gets_answers_from_the_index_while_the_live_server_starts()
     index(&root);
     let held = tempfile::tempdir().expect("a temporary directory");
     let fifo = held.path().join("go");
-    let made = Command::new("mkfifo").arg(&fifo).status().expect("mkfifo runs");
+    let made = Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo runs");
     assert!(made.success(), "mkfifo failed");
     let config = held.path().join("config.toml");
     std::fs::write(
@@ -864,9 +1046,14 @@ async fn an_rfd_agent_gets_answers_from_the_index_while_the_live_server_starts()
         ),
     )
     .expect("the config");
-    let mut proxy = ProxyBuilder::new(&root, ASKING_AGENT).config(&config).spawn();
+    let mut proxy = ProxyBuilder::new(&root, ASKING_AGENT)
+        .config(&config)
+        .spawn();
     let session = proxy.editor.start_session(&root).await;
-    let listing = proxy.editor.ask("lsp/servers", json!({"sessionId": session})).await;
+    let listing = proxy
+        .editor
+        .ask("lsp/servers", json!({"sessionId": session}))
+        .await;
     let servers = support::gate::servers_of(&listing);
     let live = support::gate::named(&servers, "rust-analyzer");
     assert_eq!(live["state"], "starting", "{listing}");
@@ -877,8 +1064,12 @@ async fn an_rfd_agent_gets_answers_from_the_index_while_the_live_server_starts()
         .unwrap_or_else(|| panic!("no running server for .rs: {listing}"));
     assert_eq!(scip["name"], "scip", "{scip}");
     assert_eq!(scip["capabilities"]["referencesProvider"], true, "{scip}");
-    let (uri, line, character) =
-        position_of(&root, "src/lib.rs", "pub fn percent_encode_byte", "percent_encode_byte");
+    let (uri, line, character) = position_of(
+        &root,
+        "src/lib.rs",
+        "pub fn percent_encode_byte",
+        "percent_encode_byte",
+    );
     let response = proxy
         .editor
         .ask(
@@ -894,7 +1085,10 @@ async fn an_rfd_agent_gets_answers_from_the_index_while_the_live_server_starts()
     assert!(source_of(&response).starts_with("scip@"), "{response}");
     let found = locations(&response["result"]["lspResult"]);
     assert!(found.len() >= 2, "{response}");
-    assert!(found.iter().all(|l| l.starts_with(&file_uri(&root))), "{response}");
+    assert!(
+        found.iter().all(|l| l.starts_with(&file_uri(&root))),
+        "{response}"
+    );
     // Still held: the proxy's shutdown ends the held server's process group.
     let terminated = Command::new("kill")
         .args(["-TERM", &proxy.pid().to_string()])

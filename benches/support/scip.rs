@@ -35,7 +35,11 @@ fn registry_crate(name: &str) -> Result<PathBuf> {
         .args(["metadata", "--format-version", "1", "--offline"])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()?;
-    ensure!(out.status.success(), "cargo metadata: {}", String::from_utf8_lossy(&out.stderr));
+    ensure!(
+        out.status.success(),
+        "cargo metadata: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let metadata: Value = serde_json::from_slice(&out.stdout)?;
     let manifest = metadata["packages"]
         .as_array()
@@ -44,7 +48,10 @@ fn registry_crate(name: &str) -> Result<PathBuf> {
         .find(|p| p["name"] == name)
         .and_then(|p| p["manifest_path"].as_str())
         .with_context(|| format!("{name} is not a dependency"))?;
-    Ok(Path::new(manifest).parent().context("a crate dir")?.to_path_buf())
+    Ok(Path::new(manifest)
+        .parent()
+        .context("a crate dir")?
+        .to_path_buf())
 }
 
 /// Where `name` is in the first line of `path` holding `line_text`.
@@ -94,7 +101,8 @@ async fn first_references(
         .server("rust-analyzer")
         .cloned()
         .context("built-in rust-analyzer")?;
-    config.settings = json!({"rust-analyzer": {"checkOnSave": false, "cargo": {"targetDir": true}}});
+    config.settings =
+        json!({"rust-analyzer": {"checkOnSave": false, "cargo": {"targetDir": true}}});
     let started = Instant::now();
     let stack = GateStack::start(vec![config], root, RegistryOptions::default()).await?;
     let (id, wait) = match server {
@@ -129,7 +137,11 @@ pub async fn run(table: &Table) -> Result<()> {
         .args(["index", "--language", "rust"])
         .arg(&indexed)
         .output()?;
-    ensure!(out.status.success(), "acp-lsp index: {}", String::from_utf8_lossy(&out.stderr));
+    ensure!(
+        out.status.success(),
+        "acp-lsp index: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let build_time = built.elapsed();
     let index_file = indexed.join(".scip/rust.scip");
     let index_bytes = std::fs::metadata(&index_file)?.len();
@@ -137,8 +149,10 @@ pub async fn run(table: &Table) -> Result<()> {
     let params_in = |root: &Path| -> Result<Value> {
         let file = root.join("src/de.rs");
         let (line, character) = position_of(&file, "pub fn from_str<", "from_str")?;
-        Ok(json!({"textDocument": {"uri": file_uri(&file)}, "position": {"line": line, "character": character},
-                  "context": {"includeDeclaration": true}}))
+        Ok(
+            json!({"textDocument": {"uri": file_uri(&file)}, "position": {"line": line, "character": character},
+                  "context": {"includeDeclaration": true}}),
+        )
     };
 
     // The index beside a starting rust-analyzer, then that rust-analyzer
@@ -158,7 +172,10 @@ pub async fn run(table: &Table) -> Result<()> {
     stack.shutdown().await;
     let truth = truth?;
     let project = format!("{}/", file_uri(&indexed));
-    let (index_set, truth_set) = (locations(&from_index, &project), locations(&truth, &project));
+    let (index_set, truth_set) = (
+        locations(&from_index, &project),
+        locations(&truth, &project),
+    );
     let wrong = index_set.difference(&truth_set).count();
     let missing = truth_set.difference(&index_set).count();
     ensure!(
@@ -186,7 +203,10 @@ pub async fn run(table: &Table) -> Result<()> {
             "{index_ms:.0} ms from the index ({} locations, {wrong} wrong, {missing} only live)",
             index_set.len()
         ),
-        format!("{live_ms:.0} ms rust-analyzer alone ({} locations)", live_set.len()),
+        format!(
+            "{live_ms:.0} ms rust-analyzer alone ({} locations)",
+            live_set.len()
+        ),
         Some(index_ms / live_ms),
         format!("≤ {TARGET_MS:.0} ms, 0 wrong"),
         Verdict::of(index_ms <= TARGET_MS && wrong == 0 && !index_set.is_empty()),

@@ -483,7 +483,11 @@ impl LspHost for Registry {
             servers: Vec::new(),
         };
         if self.indexes.is_index(server_id) {
-            return self.indexes.route(session, server_id).await.ok_or_else(unknown);
+            return self
+                .indexes
+                .route(session, server_id)
+                .await
+                .ok_or_else(unknown);
         }
         // A server of another session is unknown here too: sessions do not
         // learn of each other's servers.

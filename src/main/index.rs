@@ -58,7 +58,12 @@ pub(crate) fn run(args: IndexArgs) -> anyhow::Result<ExitCode> {
     if args.install {
         let (dir, mut command) =
             produce::install_command().context("no data folder to install the indexers into")?;
-        eprintln!("installing {} and {} into {}", produce::SCIP_PYTHON, produce::SCIP_TYPESCRIPT, dir.display());
+        eprintln!(
+            "installing {} and {} into {}",
+            produce::SCIP_PYTHON,
+            produce::SCIP_TYPESCRIPT,
+            dir.display()
+        );
         let status = command
             .stdout(std::process::Stdio::null())
             .status()

@@ -121,9 +121,7 @@ impl<'a> Answering<'a> {
     fn range(&mut self, document: u32, span: Span) -> Value {
         let encoding = self.index.documents[document as usize].encoding;
         let checked = self.check(document);
-        let at = |p: Pos| {
-            json!({"line": p.line, "character": checked.convert(p.line, p.character, encoding, Encoding::Utf16)})
-        };
+        let at = |p: Pos| json!({"line": p.line, "character": checked.convert(p.line, p.character, encoding, Encoding::Utf16)});
         json!({"start": at(span.start), "end": at(span.end)})
     }
 
@@ -529,10 +527,7 @@ fn match_rank(name: &str, query: &str) -> Option<u8> {
         return Some(2);
     }
     let mut rest = name.chars();
-    query
-        .chars()
-        .all(|q| rest.any(|c| c == q))
-        .then_some(3)
+    query.chars().all(|q| rest.any(|c| c == q)).then_some(3)
 }
 
 /// The first line of a fenced code block (a signature) in documentation.
@@ -569,34 +564,34 @@ fn container_name(index: &Index, symbol: u32, scip_name: &str) -> Option<String>
 fn lsp_kind(index: &Index, symbol: u32, scip_name: &str) -> u32 {
     let kind = index.facts(symbol).map_or(0, |f| f.kind);
     let by_kind = match kind {
-        7 | 75 => 5,                                     // Class, SingletonClass → Class
-        8 => 14,                                         // Constant
-        9 => 9,                                          // Constructor
-        11 => 10,                                        // Enum
-        12 => 22,                                        // EnumMember
-        13 | 78 => 24,                                   // Event
-        15 | 77 | 79 => 8,                               // Field
-        16 => 1,                                         // File
-        17 => 12,                                        // Function
-        21 | 42 | 53 | 56 => 11,                         // Interface, Protocol, Trait, TypeClass
-        22 => 20,                                        // Key
-        25 => 12,                                        // Macro → Function
+        7 | 75 => 5,                                          // Class, SingletonClass → Class
+        8 => 14,                                              // Constant
+        9 => 9,                                               // Constructor
+        11 => 10,                                             // Enum
+        12 => 22,                                             // EnumMember
+        13 | 78 => 24,                                        // Event
+        15 | 77 | 79 => 8,                                    // Field
+        16 => 1,                                              // File
+        17 => 12,                                             // Function
+        21 | 42 | 53 | 56 => 11, // Interface, Protocol, Trait, TypeClass
+        22 => 20,                // Key
+        25 => 12,                // Macro → Function
         26 | 66 | 67 | 68 | 69 | 70 | 71 | 74 | 76 | 80 => 6, // methods
-        29 => 2,                                         // Module
-        30 | 36 => 3,                                    // Namespace
-        31 => 21,                                        // Null
-        32 => 16,                                        // Number
-        33 => 19,                                        // Object
-        34 => 25,                                        // Operator
-        35 | 64 => 4,                                    // Package, Library
-        41 | 18 | 45 | 72 | 81 => 7,                     // Property, accessors
-        48 => 15,                                        // String
-        49 | 59 => 23,                                   // Struct, Union
-        54 | 55 | 57 | 3 => 26,                          // Type, TypeAlias, TypeFamily, AssociatedType
-        58 => 26,                                        // TypeParameter
-        61 | 37 | 44 | 52 | 82 | 60 => 13,               // variables and parameters
-        6 => 17,                                         // Boolean
-        1 => 18,                                         // Array
+        29 => 2,                 // Module
+        30 | 36 => 3,            // Namespace
+        31 => 21,                // Null
+        32 => 16,                // Number
+        33 => 19,                // Object
+        34 => 25,                // Operator
+        35 | 64 => 4,            // Package, Library
+        41 | 18 | 45 | 72 | 81 => 7, // Property, accessors
+        48 => 15,                // String
+        49 | 59 => 23,           // Struct, Union
+        54 | 55 | 57 | 3 => 26,  // Type, TypeAlias, TypeFamily, AssociatedType
+        58 => 26,                // TypeParameter
+        61 | 37 | 44 | 52 | 82 | 60 => 13, // variables and parameters
+        6 => 17,                 // Boolean
+        1 => 18,                 // Array
         _ => 0,
     };
     if by_kind != 0 {

@@ -163,7 +163,11 @@ mod tests {
             .apply(patch, |p| dir.path().join(p))
             .expect("a valid table");
         assert_eq!(config.limits.max_occurrences, 5);
-        let files: Vec<PathBuf> = config.files_for(&root).into_iter().map(|(f, _)| f).collect();
+        let files: Vec<PathBuf> = config
+            .files_for(&root)
+            .into_iter()
+            .map(|(f, _)| f)
+            .collect();
         assert_eq!(
             files,
             vec![

@@ -18,8 +18,19 @@ pub struct Occ<'a> {
 }
 
 /// An occurrence of `symbol` at the first `needle` on line `line` of `file`.
-pub fn at<'a>(files: &[(&str, &str)], file: &'a str, needle: &str, nth: usize, symbol: &'a str, roles: i32) -> Occ<'a> {
-    let text = files.iter().find(|(f, _)| *f == file).expect("a fixture file").1;
+pub fn at<'a>(
+    files: &[(&str, &str)],
+    file: &'a str,
+    needle: &str,
+    nth: usize,
+    symbol: &'a str,
+    roles: i32,
+) -> Occ<'a> {
+    let text = files
+        .iter()
+        .find(|(f, _)| *f == file)
+        .expect("a fixture file")
+        .1;
     let mut seen = 0;
     for (n, line) in text.lines().enumerate() {
         let mut from = 0;
@@ -57,11 +68,17 @@ pub fn project(
     }
     let mut index = types::Index::new();
     index.metadata.mut_or_insert_default().project_root = format!("file://{}", root.display());
-    index.metadata.mut_or_insert_default().tool_info.mut_or_insert_default().name = "fixture".into();
+    index
+        .metadata
+        .mut_or_insert_default()
+        .tool_info
+        .mut_or_insert_default()
+        .name = "fixture".into();
     for (file, _) in files {
         let mut document = types::Document::new();
         document.relative_path = file.to_string();
-        document.position_encoding = types::PositionEncoding::UTF8CodeUnitOffsetFromLineStart.into();
+        document.position_encoding =
+            types::PositionEncoding::UTF8CodeUnitOffsetFromLineStart.into();
         for o in occurrences.iter().filter(|o| o.file == *file) {
             let mut occurrence = types::Occurrence::new();
             occurrence.range = vec![o.line, o.column, o.column + o.len];
@@ -105,7 +122,11 @@ pub fn write_sidecar<'a>(index: &Path, root: &Path, files: impl Iterator<Item = 
 }
 
 /// A symbol description.
-pub fn info(symbol: &str, documentation: &str, implements: Option<&str>) -> types::SymbolInformation {
+pub fn info(
+    symbol: &str,
+    documentation: &str,
+    implements: Option<&str>,
+) -> types::SymbolInformation {
     let mut info = types::SymbolInformation::new();
     info.symbol = symbol.into();
     if !documentation.is_empty() {

@@ -76,8 +76,12 @@ pub struct LiveServer {
 pub trait Live: Send + Sync {
     /// The session's live server for files under `root` with `extension`
     /// (any of the session's servers under `root` when `None`).
-    fn live_server(&self, session: &Session, root: &Path, extension: Option<&str>)
-        -> Option<LiveServer>;
+    fn live_server(
+        &self,
+        session: &Session,
+        root: &Path,
+        extension: Option<&str>,
+    ) -> Option<LiveServer>;
 
     /// Sends `call` to a live server.
     fn ask(&self, call: HostCall) -> BoxFuture<'_, Result<HostReply, GateError>>;
@@ -239,7 +243,9 @@ impl Indexes {
         let roots: Vec<PathBuf> = session.roots().to_vec();
         let task = tokio::spawn(async move {
             let found = tokio::task::spawn_blocking(move || {
-                discover(&roots, &loaded, |root| for_root(root).unwrap_or_else(|| config.clone()))
+                discover(&roots, &loaded, |root| {
+                    for_root(root).unwrap_or_else(|| config.clone())
+                })
             })
             .await
             .unwrap_or_default();
@@ -352,11 +358,7 @@ impl Indexes {
             })?;
         let ready = match served.state() {
             Some(Ok(ready)) => Arc::clone(ready),
-            _ => {
-                return Err(served.not_running(
-                    call.wait_until_ready.map(|_| started.elapsed()),
-                ))
-            }
+            _ => return Err(served.not_running(call.wait_until_ready.map(|_| started.elapsed()))),
         };
         let params: Value = match &call.params {
             Some(p) => serde_json::from_str(p.get())
@@ -398,9 +400,10 @@ impl Indexes {
         let live_server = live.live_server(&call.session, &served.root, extension.as_deref());
         let ready_live = live_server.clone().filter(|l| l.ready);
         match answered {
-            Ok(answer) if answer.uncovered.is_empty() || ready_live.is_none() => {
-                Ok(reply(&answer.result, Meta::index(&ready, &served, &answer, live_server)))
-            }
+            Ok(answer) if answer.uncovered.is_empty() || ready_live.is_none() => Ok(reply(
+                &answer.result,
+                Meta::index(&ready, &served, &answer, live_server),
+            )),
             Ok(answer) => {
                 let live_server = ready_live.expect("BUG: checked just above");
                 let live_reply = live.ask(forwarded(&call, &live_server)).await?;
@@ -547,7 +550,10 @@ fn load_served(served: &Served, limits: load::LoadLimits) -> Result<Arc<Ready>, 
             .map(|(_, e)| e.to_string())
             .filter(|e| !e.contains('/'));
         let language = if document.language.is_empty() {
-            extension.as_deref().map(language_of_extension).unwrap_or("")
+            extension
+                .as_deref()
+                .map(language_of_extension)
+                .unwrap_or("")
         } else {
             &document.language
         };

@@ -156,7 +156,11 @@ impl<R: std::io::Read> std::io::Read for Hashing<R> {
 
 /// Loads `path` within `limits`; with `expected`, the file's length and
 /// SHA-256 must be those (a truncated or replaced index is refused).
-pub fn load(path: &Path, limits: LoadLimits, expected: Option<Expected>) -> Result<Loaded, LoadError> {
+pub fn load(
+    path: &Path,
+    limits: LoadLimits,
+    expected: Option<Expected>,
+) -> Result<Loaded, LoadError> {
     let io = |source| LoadError::Io {
         path: path.to_path_buf(),
         source,
@@ -170,12 +174,14 @@ pub fn load(path: &Path, limits: LoadLimits, expected: Option<Expected>) -> Resu
             limit: limits.max_bytes,
         });
     }
-    let not_described = |what: String| LoadError::Corrupt {
+    let not_described = |what: String| {
+        LoadError::Corrupt {
         path: path.to_path_buf(),
         offset: 0,
         message: format!(
             "{what}: not the index its sidecar describes (truncated, or replaced without its sidecar)"
         ),
+    }
     };
     if let Some(expected) = expected {
         if expected.bytes != bytes {
@@ -252,7 +258,8 @@ fn read_tag(input: &mut CodedInputStream<'_>) -> protobuf::Result<Option<(u32, W
     let Some(tag) = input.read_raw_tag_or_eof()? else {
         return Ok(None);
     };
-    let wire = WireType::new(tag & 7).ok_or_else(|| wire_error(format!("wire type {}", tag & 7)))?;
+    let wire =
+        WireType::new(tag & 7).ok_or_else(|| wire_error(format!("wire type {}", tag & 7)))?;
     let field = tag >> 3;
     if field == 0 {
         return Err(wire_error("field number 0".into()));
@@ -560,8 +567,8 @@ impl Builder {
             documentation.truncate(cut);
             documentation.push_str("\n\n…");
         }
-        let enclosing =
-            (!info.enclosing_symbol.is_empty()).then(|| self.intern(&info.enclosing_symbol, document));
+        let enclosing = (!info.enclosing_symbol.is_empty())
+            .then(|| self.intern(&info.enclosing_symbol, document));
         for relationship in &info.relationships {
             if relationship.is_implementation && !relationship.symbol.is_empty() {
                 let target = self.intern(&relationship.symbol, document);
@@ -606,7 +613,11 @@ impl Builder {
         self.implementations.sort_unstable();
         self.implementations.dedup();
         let mut by_path: Vec<u32> = (0..self.documents.len() as u32).collect();
-        by_path.sort_by(|&a, &b| self.documents[a as usize].path.cmp(&self.documents[b as usize].path));
+        by_path.sort_by(|&a, &b| {
+            self.documents[a as usize]
+                .path
+                .cmp(&self.documents[b as usize].path)
+        });
         self.occurrences.shrink_to_fit();
         self.implementations.shrink_to_fit();
         self.enclosing.shrink_to_fit();
@@ -671,7 +682,11 @@ pub fn write_synthetic(path: &Path, documents: u32, per_document: u32) -> std::i
         for i in 0..per_document {
             let mut occurrence = types::Occurrence::new();
             let symbol = i % 1000;
-            occurrence.range = vec![(i / 10) as i32, ((i % 10) * 8) as i32, ((i % 10) * 8 + 6) as i32];
+            occurrence.range = vec![
+                (i / 10) as i32,
+                ((i % 10) * 8) as i32,
+                ((i % 10) * 8 + 6) as i32,
+            ];
             occurrence.symbol = format!("s . . . f{d}/s{symbol}.");
             occurrence.symbol_roles = i32::from(i < 1000);
             document.occurrences.push(occurrence);

@@ -74,12 +74,12 @@ impl Language {
         let has = |name: &str| dir.join(name).exists();
         match self {
             Language::Rust => has("Cargo.toml"),
-            Language::Python => {
-                ["pyproject.toml", "setup.py", "setup.cfg"]
-                    .iter()
-                    .any(|m| has(m))
+            Language::Python => ["pyproject.toml", "setup.py", "setup.cfg"]
+                .iter()
+                .any(|m| has(m)),
+            Language::TypeScript => {
+                has("tsconfig.json") || has("jsconfig.json") || has("package.json")
             }
-            Language::TypeScript => has("tsconfig.json") || has("jsconfig.json") || has("package.json"),
         }
     }
 }
@@ -211,10 +211,7 @@ pub fn index(
     options: &IndexOptions,
     report: &mut dyn FnMut(&str),
 ) -> Result<Vec<Produced>, ProduceError> {
-    let path = options
-        .path
-        .canonicalize()
-        .map_err(io(&options.path))?;
+    let path = options.path.canonicalize().map_err(io(&options.path))?;
     let out = match &options.out {
         Some(out) => out.clone(),
         None => path.join(CONVENTIONAL_DIR),
@@ -257,7 +254,15 @@ pub fn index(
         let since = SystemTime::now();
         let scratch = out.join(format!(".{name}.partial"));
         run_indexer(language, &program, &path, &scratch, options.timeout, report)?;
-        let outcome = finish(language, &path, &scratch, &target, since, &root, commit.clone());
+        let outcome = finish(
+            language,
+            &path,
+            &scratch,
+            &target,
+            since,
+            &root,
+            commit.clone(),
+        );
         let _ = std::fs::remove_file(&scratch);
         let mut done = outcome?;
         done.took = started.elapsed();
@@ -308,7 +313,8 @@ fn git_commit(dir: &Path) -> Option<String> {
             .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
     };
     let head = run(&["rev-parse", "HEAD"]).filter(|h| !h.is_empty())?;
-    let dirty = run(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
+    let dirty =
+        run(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
     Some(if dirty { format!("{head}+dirty") } else { head })
 }
 
@@ -328,7 +334,8 @@ fn run_indexer(
             // Build output (build scripts, proc macros) goes to a directory
             // of its own, not into the project's `target/`.
             let config = output.with_extension("ra.json");
-            let target = std::env::temp_dir().join(format!("acp-lsp-index-target-{}", std::process::id()));
+            let target =
+                std::env::temp_dir().join(format!("acp-lsp-index-target-{}", std::process::id()));
             let text = serde_json::json!({"cargo": {"targetDir": target}}).to_string();
             std::fs::write(&config, text).map_err(io(&config))?;
             command
@@ -345,7 +352,13 @@ fn run_indexer(
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default();
             command
-                .args(["index", "--show-progress-rate-limit", "2", "--project-name", &project])
+                .args([
+                    "index",
+                    "--show-progress-rate-limit",
+                    "2",
+                    "--project-name",
+                    &project,
+                ])
                 .arg("--cwd")
                 .arg(dir)
                 .arg("--output")
@@ -377,8 +390,14 @@ fn run_indexer(
     let (tx, rx) = std::sync::mpsc::channel::<String>();
     let mut readers = Vec::new();
     for stream in [
-        child.stdout.take().map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
-        child.stderr.take().map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
+        child
+            .stdout
+            .take()
+            .map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
+        child
+            .stderr
+            .take()
+            .map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
     ]
     .into_iter()
     .flatten()
@@ -524,7 +543,11 @@ pub fn describe(file: &Path, base: &Path) -> Result<String, String> {
     let index = &loaded.index;
     let mut out = String::new();
     let _ = writeln!(out, "index      {}", file.display());
-    let _ = writeln!(out, "tool       {} {}", loaded.meta.tool, loaded.meta.tool_version);
+    let _ = writeln!(
+        out,
+        "tool       {} {}",
+        loaded.meta.tool, loaded.meta.tool_version
+    );
     let _ = writeln!(out, "built in   {}", loaded.meta.project_root);
     let _ = writeln!(
         out,
@@ -555,11 +578,18 @@ pub fn describe(file: &Path, base: &Path) -> Result<String, String> {
             } else {
                 base.join(&checked.sidecar.root)
             };
-            let truth = super::verify::Truth::new(root.clone(), index, &checked.documents, &loaded.duplicate);
+            let truth = super::verify::Truth::new(
+                root.clone(),
+                index,
+                &checked.documents,
+                &loaded.duplicate,
+            );
             let inside = |p: &Path| p.starts_with(&root);
             let mut verdicts: BTreeMap<&'static str, usize> = BTreeMap::new();
             for d in 0..index.documents.len() as u32 {
-                *verdicts.entry(truth.check(index, d, &inside).verdict.reason()).or_default() += 1;
+                *verdicts
+                    .entry(truth.check(index, d, &inside).verdict.reason())
+                    .or_default() += 1;
             }
             let _ = writeln!(
                 out,
@@ -584,14 +614,20 @@ mod tests {
         assert!(detect(dir.path()).is_empty());
         std::fs::write(dir.path().join("Cargo.toml"), "").unwrap();
         std::fs::write(dir.path().join("package.json"), "{}").unwrap();
-        assert_eq!(detect(dir.path()), vec![Language::Rust, Language::TypeScript]);
+        assert_eq!(
+            detect(dir.path()),
+            vec![Language::Rust, Language::TypeScript]
+        );
     }
 
     #[test]
     fn roots_are_relative_to_the_base() {
         let base = Path::new("/r");
         assert_eq!(relative_root(base, Path::new("/r")).unwrap(), ".");
-        assert_eq!(relative_root(base, Path::new("/r/crates/a")).unwrap(), "crates/a");
+        assert_eq!(
+            relative_root(base, Path::new("/r/crates/a")).unwrap(),
+            "crates/a"
+        );
         assert!(relative_root(base, Path::new("/elsewhere")).is_err());
     }
 }

@@ -182,7 +182,12 @@ impl Truth {
 
     /// Checks `document` (blocking: it may read the file). `allowed` is the
     /// session's confinement of a real path.
-    pub fn check(&self, index: &Index, document: u32, allowed: &dyn Fn(&Path) -> bool) -> Arc<Checked> {
+    pub fn check(
+        &self,
+        index: &Index,
+        document: u32,
+        allowed: &dyn Fn(&Path) -> bool,
+    ) -> Arc<Checked> {
         let Some(expected) = self.hashes.get(document as usize).copied().flatten() else {
             return Checked::bare(Verdict::Unverifiable);
         };

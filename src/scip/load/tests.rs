@@ -34,7 +34,11 @@ pub(crate) fn occurrences() -> Vec<crate::scip::fixture::Occ<'static>> {
 
 pub(crate) fn symbols() -> Vec<scip::types::SymbolInformation> {
     vec![
-        info(POINT, "```rust\npub struct Point\n```\n\nA point.", Some(SHAPE)),
+        info(
+            POINT,
+            "```rust\npub struct Point\n```\n\nA point.",
+            Some(SHAPE),
+        ),
         info(NORM, "The norm.", None),
     ]
 }
@@ -61,10 +65,20 @@ fn builds_the_tables() {
     // "norm" on line 3 of geometry.rs, at its first and last character and
     // just past it; not before it.
     for character in [11, 14, 15] {
-        let found = index.occurrence_at(geometry, Pos { line: 3, character }).unwrap();
+        let found = index
+            .occurrence_at(geometry, Pos { line: 3, character })
+            .unwrap();
         assert_eq!(index.symbol_name(index.occurrence(found).symbol), NORM);
     }
-    assert!(index.occurrence_at(geometry, Pos { line: 3, character: 10 }).is_none());
+    assert!(index
+        .occurrence_at(
+            geometry,
+            Pos {
+                line: 3,
+                character: 10
+            }
+        )
+        .is_none());
 
     let norm = index.symbol_id(NORM).unwrap();
     let documents: Vec<u32> = index
@@ -77,12 +91,27 @@ fn builds_the_tables() {
 
     let point = index.symbol_id(POINT).unwrap();
     let shape = index.symbol_id(SHAPE).unwrap();
-    assert_eq!(index.implementations_of(shape).collect::<Vec<_>>(), vec![point]);
-    assert!(index.facts(point).unwrap().documentation.contains("A point."));
+    assert_eq!(
+        index.implementations_of(shape).collect::<Vec<_>>(),
+        vec![point]
+    );
+    assert!(index
+        .facts(point)
+        .unwrap()
+        .documentation
+        .contains("A point."));
     assert_eq!(index.short_name(norm), "norm");
 
     // A local symbol is one per document.
-    let local = index.occurrence_at(geometry, Pos { line: 3, character: 36 }).unwrap();
+    let local = index
+        .occurrence_at(
+            geometry,
+            Pos {
+                line: 3,
+                character: 36,
+            },
+        )
+        .unwrap();
     let local = index.occurrence(local).symbol;
     assert!(index.is_local(local));
     assert_eq!(index.occurrences_of(local).len(), 2);
@@ -105,7 +134,12 @@ fn the_sidecar_must_describe_the_file() {
     std::fs::write(&path, &cut).unwrap();
     let refused = load(&path, LoadLimits::default(), Some(expected)).unwrap_err();
     assert_eq!(refused.reason(), "corrupt");
-    assert!(refused.to_string().contains("not the index its sidecar describes"), "{refused}");
+    assert!(
+        refused
+            .to_string()
+            .contains("not the index its sidecar describes"),
+        "{refused}"
+    );
     // Same length, one byte different.
     let mut flipped = bytes.clone();
     let last = flipped.len() - 1;
@@ -124,10 +158,19 @@ fn refuses_what_is_over_the_limits() {
     };
     let refused = load(&path, limits, None).unwrap_err();
     assert!(
-        matches!(refused, LoadError::TooManyOccurrences { count: 12, limit: 11, .. }),
+        matches!(
+            refused,
+            LoadError::TooManyOccurrences {
+                count: 12,
+                limit: 11,
+                ..
+            }
+        ),
         "{refused:?}"
     );
-    assert!(refused.to_string().contains("12 occurrences is over the limit of 11"));
+    assert!(refused
+        .to_string()
+        .contains("12 occurrences is over the limit of 11"));
     let limits = LoadLimits {
         max_bytes: 10,
         ..LoadLimits::default()
@@ -141,7 +184,14 @@ fn drops_paths_outside_and_bad_ranges() {
     let path = dir.path().join("index.scip");
     let mut index = scip::types::Index::new();
     index.metadata.mut_or_insert_default().project_root = "file:///p".into();
-    for relative in ["../outside.rs", "/etc/passwd", "a/./b.rs", "", "ok.rs", "ok.rs"] {
+    for relative in [
+        "../outside.rs",
+        "/etc/passwd",
+        "a/./b.rs",
+        "",
+        "ok.rs",
+        "ok.rs",
+    ] {
         let mut document = scip::types::Document::new();
         document.relative_path = relative.into();
         let mut good = scip::types::Occurrence::new();
@@ -175,7 +225,10 @@ fn not_an_index_is_refused() {
     let path = dir.path().join("index.scip");
     for (bytes, what) in [
         (&b""[..], "no metadata"),
-        (&b"hello, this is not protobuf at all"[..], "not a SCIP index"),
+        (
+            &b"hello, this is not protobuf at all"[..],
+            "not a SCIP index",
+        ),
         (&[0x12, 0xff, 0xff, 0xff, 0x0f][..], "not a SCIP index"),
     ] {
         std::fs::write(&path, bytes).unwrap();
