@@ -14,6 +14,7 @@ pub mod cli;
 pub mod conformance;
 pub mod daemon;
 pub mod edit;
+pub mod install;
 pub mod lsp;
 pub mod mcp;
 pub mod proxy_host;

@@ -26,6 +26,8 @@ use std::sync::Arc;
 mod args;
 #[path = "main/index.rs"]
 mod index;
+#[path = "main/install.rs"]
+mod install;
 
 use args::{
     Cli, Command, ConformanceAction, ConformanceArgs, DaemonAction, LogArgs, LogFormat, RenameArgs,
@@ -147,18 +149,29 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             lazy,
             mcp,
             shared,
+            auto_install,
             log,
             agent,
-        } => run_proxy(config, record, lsp, lazy, mcp, shared, &log, agent),
+        } => run_proxy(
+            config,
+            record,
+            lsp,
+            (lazy, auto_install),
+            mcp,
+            shared,
+            &log,
+            agent,
+        ),
         Command::Daemon { action } => run_daemon(action),
         Command::Request {
             method,
             params_json,
             root,
             server,
+            shared,
             config,
             log,
-        } => run_request(method, &params_json, root, server, config, &log),
+        } => run_request(method, &params_json, root, (server, shared), config, &log),
         Command::Rename {
             location,
             new_name,
@@ -166,6 +179,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             dry_run,
             yes,
             server,
+            shared,
             config,
             log,
         } => run_rename(RenameArgs {
@@ -175,6 +189,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             dry_run,
             yes,
             server,
+            shared,
             config,
             log,
         }),
@@ -205,7 +220,25 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             print!("{}", acp_lsp::lsp::config::BUILTIN_TOML);
             Ok(ExitCode::SUCCESS)
         }
-        Command::Servers { dir, config, .. } => run_servers(dir, config),
+        Command::Servers {
+            dir,
+            config,
+            verbose,
+            json,
+            ..
+        } => run_servers(dir, config, verbose, json),
+        Command::Install {
+            servers,
+            for_path,
+            config,
+            log,
+        } => install::run_install(servers, for_path, config, &log),
+        Command::Uninstall {
+            servers,
+            all,
+            config,
+            log,
+        } => install::run_uninstall(servers, all, config, &log),
         Command::Index(args) => index::run(args),
     }
 }
@@ -216,7 +249,7 @@ fn run_proxy(
     config: Option<PathBuf>,
     record: Option<PathBuf>,
     lsp: LspMode,
-    lazy: bool,
+    (lazy, auto_install): (bool, bool),
     mcp: McpMode,
     shared: bool,
     log: &LogArgs,
@@ -246,7 +279,15 @@ fn run_proxy(
     } else {
         None
     };
-    let code = runtime.block_on(proxy(config, shared, recorder, lsp, lazy, mcp, agent))?;
+    let code = runtime.block_on(proxy(
+        config,
+        shared,
+        recorder,
+        lsp,
+        (lazy, auto_install),
+        mcp,
+        agent,
+    ))?;
     std::process::exit(code);
 }
 
@@ -281,18 +322,18 @@ fn run_request(
     method: String,
     params_json: &str,
     root: Option<PathBuf>,
-    server: Option<String>,
-    config: Option<PathBuf>,
+    (server, shared): (Option<String>, bool),
+    config_file: Option<PathBuf>,
     log: &LogArgs,
 ) -> anyhow::Result<ExitCode> {
     init_logging(log)?;
-    let config = load_config(config.as_deref())?;
+    let config = load_config(config_file.as_deref())?;
     let params: serde_json::Value = serde_json::from_str(params_json)
         .map_err(|e| UsageError::new(format!("PARAMS_JSON is not valid JSON: {e}")))?;
     let root = existing_dir(root, "--root")?;
     let runtime = tokio::runtime::Runtime::new()?;
-    let result = runtime.block_on(async {
-        let tool = SessionFacade::start(&root, config);
+    runtime.block_on(async {
+        let tool = cli_session(&root, config, shared, config_file.as_deref(), log)?;
         let progress = Progress::start(method.clone(), tool.registry().cloned());
         let file = params_file(&params);
         let outcome = async {
@@ -300,13 +341,38 @@ fn run_request(
             tool.request(&entry.server_id, &method, params).await
         }
         .await;
-        progress.set_activity("stopping the language server");
-        tool.shutdown().await;
+        // The answer as soon as it is there; the servers stop after.
+        if let Ok(result) = &outcome {
+            progress.set_activity("stopping the language server");
+            println!("{}", result.get());
+        }
+        tool.finish().await;
         progress.finish().await;
-        outcome
+        outcome?;
+        anyhow::Ok(())
     })?;
-    println!("{}", result.get());
     Ok(ExitCode::SUCCESS)
+}
+
+/// The command line's session: on the shared daemon when asked (`--shared`,
+/// `shared = true`) or when it runs already, else with servers of its own.
+fn cli_session(
+    root: &Path,
+    config: Config,
+    shared: bool,
+    config_file: Option<&Path>,
+    log: &LogArgs,
+) -> anyhow::Result<SessionFacade> {
+    let paths = acp_lsp::daemon::paths::Paths::for_config(config_file)?;
+    if acp_lsp::session_facade::use_shared_daemon(shared || config.shared, &paths) {
+        tracing::info!(shared = %paths.socket.display(), "servers of the shared daemon");
+        let launcher = acp_lsp::daemon::client::Launcher {
+            program: std::env::current_exe().context("cannot find the acp-lsp executable")?,
+            log_level: log.log_level.clone(),
+        };
+        return Ok(SessionFacade::start_shared(root, &config, paths, launcher));
+    }
+    Ok(SessionFacade::start(root, config))
 }
 
 /// `acp-lsp rename`.
@@ -318,15 +384,17 @@ fn run_rename(args: RenameArgs) -> anyhow::Result<ExitCode> {
         dry_run,
         yes,
         server,
+        shared,
         config,
         log,
     } = args;
     init_logging(&log)?;
-    let config = load_config(config.as_deref())?;
+    let config_file = config;
+    let config = load_config(config_file.as_deref())?;
     let root = existing_dir(root, "--root")?;
     let runtime = tokio::runtime::Runtime::new()?;
-    let outcome = runtime.block_on(async {
-        let tool = SessionFacade::start(&root, config);
+    runtime.block_on(async {
+        let tool = cli_session(&root, config, shared, config_file.as_deref(), &log)?;
         let progress = Progress::start(
             format!("rename {location} → {new_name}"),
             tool.registry().cloned(),
@@ -334,11 +402,25 @@ fn run_rename(args: RenameArgs) -> anyhow::Result<ExitCode> {
         let outcome = tool
             .rename(&location, &new_name, server.as_deref(), dry_run, yes)
             .await;
-        progress.set_activity("stopping the language server");
-        tool.shutdown().await;
+        // What was done as soon as it is done; the servers stop after.
+        if let Ok(outcome) = &outcome {
+            progress.set_activity("stopping the language server");
+            print_rename(outcome, &location, &new_name);
+        }
+        tool.finish().await;
         progress.finish().await;
-        outcome
+        outcome?;
+        anyhow::Ok(())
     })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What `rename` did, on stdout (the unchanged case on stderr).
+fn print_rename(
+    outcome: &RenameOutcome,
+    location: &acp_lsp::session_facade::FileLocation,
+    new_name: &str,
+) {
     match outcome {
         RenameOutcome::DryRun(diff) => print!("{diff}"),
         RenameOutcome::Applied(report) => {
@@ -359,7 +441,6 @@ fn run_rename(args: RenameArgs) -> anyhow::Result<ExitCode> {
             eprintln!("nothing to change: the symbol at {location} is already named {new_name}");
         }
     }
-    Ok(ExitCode::SUCCESS)
 }
 
 /// `acp-lsp conformance`.
@@ -447,16 +528,31 @@ fn run_mcp(connect: &std::path::Path, log: &LogArgs) -> anyhow::Result<ExitCode>
 }
 
 /// `acp-lsp servers`.
-fn run_servers(dir: Option<PathBuf>, config: Option<PathBuf>) -> anyhow::Result<ExitCode> {
+fn run_servers(
+    dir: Option<PathBuf>,
+    config: Option<PathBuf>,
+    verbose: bool,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
     let config = load_config(config.as_deref())?;
     let dir = existing_dir(dir, "the folder")?;
+    let dir = dir.canonicalize().unwrap_or(dir);
     let runtime = tokio::runtime::Runtime::new()?;
     // Detection walks the folder: a big tree takes a while.
     let report = runtime.block_on(async {
         let progress = Progress::start(format!("looking for projects in {}", dir.display()), None);
-        let scan =
-            tokio::task::spawn_blocking(move || acp_lsp::lsp::health::health_report(&dir, &config))
-                .await;
+        let scan = tokio::task::spawn_blocking(move || {
+            use acp_lsp::lsp::health;
+            let survey = health::survey(&dir, &config);
+            if json {
+                format!("{:#}\n", health::json(&survey))
+            } else if verbose {
+                health::verbose(&survey)
+            } else {
+                health::brief(&survey)
+            }
+        })
+        .await;
         progress.finish().await;
         scan
     })?;
@@ -527,7 +623,7 @@ async fn proxy(
     )>,
     recorder: Option<Recorder>,
     lsp_mode: LspMode,
-    lazy: bool,
+    (lazy, auto_install): (bool, bool),
     mcp_mode: McpMode,
     agent: Vec<String>,
 ) -> anyhow::Result<i32> {
@@ -566,6 +662,7 @@ async fn proxy(
                     start_when_listed: true,
                     recorder: recorder.clone(),
                     max_watches: None,
+                    auto_install,
                 },
             );
             // Shutdown begins at the first signal, while the agent is being

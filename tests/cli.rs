@@ -377,14 +377,35 @@ async fn servers_names_the_primary_server_and_why_another_does_not_run() {
         std::env::var("PATH").unwrap_or_default()
     );
     let output = run_in(
+        &["servers", "--verbose", &project.display().to_string()],
+        dir.path(),
+        dir.path(),
+        &[("PATH", &path)],
+    )
+    .await;
+    assert_success(&output, "acp-lsp servers --verbose");
+    let text = stdout(&output);
+    // The brief view: one line for pyright, and why pylsp does not run.
+    let brief = run_in(
         &["servers", &project.display().to_string()],
         dir.path(),
         dir.path(),
         &[("PATH", &path)],
     )
     .await;
-    assert_success(&output, "acp-lsp servers");
-    let text = stdout(&output);
+    let brief = stdout(&brief);
+    assert!(
+        brief
+            .lines()
+            .any(|l| l.starts_with("  pyright") && l.contains(". at session start")),
+        "{brief}"
+    );
+    assert!(
+        brief
+            .lines()
+            .any(|l| l.starts_with("Not run: pylsp (pyright comes first")),
+        "{brief}"
+    );
     let row = |name: &str| {
         text.lines()
             .find(|l| l.split_whitespace().next() == Some(name))
@@ -911,7 +932,7 @@ async fn servers_reports_a_rustup_stub_and_its_fix() {
     };
 
     // The real binary starts.
-    let output = project.run(&["servers", &root], None).await;
+    let output = project.run(&["servers", "--verbose", &root], None).await;
     assert_success(&output, "acp-lsp servers");
     let text = stdout(&output);
     assert!(row_of(&text).contains(" starts ("), "{text}");
@@ -927,7 +948,9 @@ async fn servers_reports_a_rustup_stub_and_its_fix() {
         std::env::var("PATH").unwrap_or_default()
     );
     let env = [("PATH", path.as_str())];
-    let output = project.run_env(&["servers", &root], None, &env).await;
+    let output = project
+        .run_env(&["servers", "--verbose", &root], None, &env)
+        .await;
     assert_success(&output, "acp-lsp servers with the stub");
     let text = stdout(&output);
     let row = row_of(&text);
@@ -1031,7 +1054,7 @@ async fn a_definition_in_the_standard_library_can_be_hovered() {
         "{hover}"
     );
 
-    let output = project.run(&["servers", &root], None).await;
+    let output = project.run(&["servers", "--verbose", &root], None).await;
     assert_success(&output, "acp-lsp servers");
     let text = stdout(&output);
     assert!(
@@ -1040,4 +1063,138 @@ async fn a_definition_in_the_standard_library_can_be_hovered() {
             && l.contains("Rust standard library sources")),
         "{text}"
     );
+}
+
+/// `acp-lsp servers` on this repository (a Rust workspace with fixture
+/// projects of four languages nested in it) fits a terminal: at most 25
+/// lines of at most 100 columns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn servers_on_this_repository_fits_a_terminal() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let output = run_in(&["servers", &repo.display().to_string()], repo, repo, &[]).await;
+    assert_success(&output, "acp-lsp servers on this repository");
+    let text = stdout(&output);
+    let widest = text.lines().map(|l| l.chars().count()).max().unwrap_or(0);
+    assert!(
+        text.lines().count() <= 25 && widest <= 100,
+        "{} lines, the widest {widest} columns:\n{text}",
+        text.lines().count()
+    );
+    // One line per server, whatever its number of roots.
+    assert_eq!(
+        text.lines()
+            .filter(|l| l.split_whitespace().next() == Some("pyright"))
+            .count(),
+        1,
+        "{text}"
+    );
+}
+
+/// `request --shared` uses the shared daemon's server, and a later
+/// `request` without the flag finds the daemon running and uses its warm
+/// server too: the same rust-analyzer process answers all three calls, and
+/// it outlives each command (the daemon's idle grace keeps it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_uses_the_shared_daemons_warm_server() {
+    let project = Project::rust();
+    let runtime = project.dir.path().join("runtime");
+    std::fs::create_dir_all(&runtime).expect("mkdir runtime");
+    std::fs::set_permissions(
+        &runtime,
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )
+    .expect("chmod runtime");
+    let runtime_text = runtime.display().to_string();
+    let env = [("XDG_RUNTIME_DIR", runtime_text.as_str())];
+    let root = project.root.display().to_string();
+    let params = json!({
+        "textDocument": {"uri": project.uri("src/lib.rs")},
+        "position": {"line": 0, "character": 0}
+    })
+    .to_string();
+    let config_home = project.dir.path().join("config");
+    // The call without --shared runs with a PATH that has no rust-analyzer:
+    // only the daemon's running server can answer it (its own would be
+    // "not installed", exit 1).
+    let no_servers = project.dir.path().join("empty-bin");
+    std::fs::create_dir_all(&no_servers).expect("mkdir empty-bin");
+    let no_servers = no_servers.display().to_string();
+    let call = |shared: bool| {
+        let mut args = vec![
+            "request",
+            "textDocument/hover",
+            params.as_str(),
+            "--root",
+            root.as_str(),
+        ];
+        let mut env: Vec<(&str, &str)> = env.to_vec();
+        if shared {
+            args.push("--shared");
+        } else {
+            env.push(("PATH", no_servers.as_str()));
+        }
+        let args: Vec<String> = args.into_iter().map(str::to_string).collect();
+        let env: Vec<(String, String)> = env
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let cwd = project.root.clone();
+        let config_home = config_home.clone();
+        async move {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let env: Vec<(&str, &str)> =
+                env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+            run_in(&args, &cwd, &config_home, &env).await
+        }
+    };
+    let status = || async {
+        let output = run_in(
+            &["daemon", "status", "--json"],
+            &project.root,
+            &config_home,
+            &env,
+        )
+        .await;
+        assert_success(&output, "acp-lsp daemon status");
+        serde_json::from_slice::<Value>(&output.stdout).expect("status JSON")
+    };
+    let server_pids = |status: &Value| -> Vec<u64> {
+        status["servers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|s| s["name"] == "rust-analyzer")
+            .filter_map(|s| s["_meta"]["acp-lsp"]["pid"].as_u64())
+            .collect()
+    };
+    let first = call(true).await;
+    assert_success(&first, "request --shared");
+    let after_first = status().await;
+    let pids = server_pids(&after_first);
+    assert_eq!(
+        pids.len(),
+        1,
+        "the daemon runs rust-analyzer: {after_first}"
+    );
+    let second = call(true).await;
+    assert_success(&second, "request --shared, again");
+    let third = call(false).await;
+    assert_success(
+        &third,
+        "request while the daemon runs, with no rust-analyzer on PATH",
+    );
+    assert_eq!(first.stdout, second.stdout);
+    assert_eq!(first.stdout, third.stdout);
+    let after = status().await;
+    assert_eq!(
+        server_pids(&after),
+        pids,
+        "the same warm server answered: {after}"
+    );
+    // The daemon and its servers go with the test.
+    if let Some(pid) = after["pid"].as_u64() {
+        let _ = std::process::Command::new("kill")
+            .arg(pid.to_string())
+            .status();
+    }
 }

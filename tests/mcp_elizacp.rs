@@ -212,7 +212,8 @@ async fn elizacp_calls_references_and_rename_through_acp_lsp() {
     let rename = &replies[2];
     assert!(rename.starts_with("OK: "), "{rename}");
     assert!(
-        rename.contains("renamed to surface with rust-analyzer, written through the editor"),
+        rename
+            .contains("renamed `area` to `surface` with rust-analyzer, written through the editor"),
         "{rename}"
     );
     let stats = std::fs::read_to_string(root.join("src/stats.rs")).expect("read stats.rs");

@@ -6,12 +6,14 @@
 //! written here (a small HTTP server on 127.0.0.1: Gemini's
 //! `generateContent`/`streamGenerateContent`, Anthropic's `messages` with SSE,
 //! OpenAI's `responses` with SSE), pointed at by `GOOGLE_GEMINI_BASE_URL`,
-//! `ANTHROPIC_BASE_URL` and a Codex model provider, with no real key. The scripted model calls acp-lsp's `references` tool when the
-//! prompt carries [`MARKER`], and ends the turn once the tool's result is in
-//! the conversation. Each test checks, from what the agent sent the model:
-//! acp-lsp's tools were offered; after the scripted call, the next request
-//! carries the result that pyright (a real language server, through the
-//! gate) computed. It then closes the editor's side and checks that the
+//! `ANTHROPIC_BASE_URL` and a Codex model provider, with no real key. The
+//! scripted model calls acp-lsp's `references` tool with a symbol's name
+//! only when the prompt carries [`MARKER`], then again with an ambiguous
+//! name, and ends the turn once both results are in the conversation. Each
+//! test checks, from what the agent sent the model: acp-lsp's tools were
+//! offered; the requests after the scripted calls carry the references that
+//! pyright (a real language server, through the gate) computed, and the
+//! candidates of the ambiguous name. It then closes the editor's side and checks that the
 //! proxy ends and leaves no process of the agent's group.
 //!
 //! Each agent runs with the default `--mcp auto` (all three take the HTTP entry)
@@ -41,8 +43,16 @@ use tokio::time::timeout;
 const MARKER: &str = "ACP-LSP-E2E";
 /// What the scripted model answers once the tool's result is back.
 const FINAL_TEXT: &str = "Found the references.";
-/// A use of `rect_area` (defined at shapes/geometry.py:1:5) in shapes/report.py.
-const TOOL_ARGS: &str = r#"{"file": "shapes/report.py", "line": 9, "column": 12}"#;
+/// `rect_area` by name only (defined at shapes/geometry.py:1:5, used in shapes/report.py).
+const TOOL_ARGS: &str = r#"{"symbol": "rect_area"}"#;
+/// A name two files define (shapes/report.py and shapes/solid.py, written by the test).
+const AMBIGUOUS_ARGS: &str = r#"{"symbol": "square"}"#;
+/// What the answer to the ambiguous name must hold: both candidates.
+const EXPECTED_CANDIDATES: [&str; 3] = [
+    "`square` is ambiguous",
+    "shapes/report.py:4:5",
+    "shapes/solid.py:1:5",
+];
 /// Lines only pyright's answer can produce, as the tool writes them for
 /// models: the definition in another file, and another use.
 const EXPECTED_REFERENCES: [&str; 2] = [
@@ -50,18 +60,31 @@ const EXPECTED_REFERENCES: [&str; 2] = [
     "shapes/report.py:5:12: return rect_area(side, side)",
 ];
 /// acp-lsp's tools, as the agent must offer them to the model.
-const TOOLS: [&str; 10] = [
+const TOOLS: [&str; 13] = [
     "lsp_servers",
     "lsp_request",
     "definition",
     "references",
     "hover",
+    "implementation",
+    "type_definition",
+    "call_hierarchy",
     "document_symbols",
     "workspace_symbols",
     "diagnostics",
     "rename",
     "code_actions",
 ];
+
+/// The scripted model's next step, from the tool results already in the
+/// conversation: the first call, the second (ambiguous) one, or the end.
+fn next_call(results: usize) -> Option<(&'static str, &'static str)> {
+    match results {
+        0 => Some(("1", TOOL_ARGS)),
+        1 => Some(("2", AMBIGUOUS_ARGS)),
+        _ => None,
+    }
+}
 
 /// Longest wait for one ACP answer outside a prompt turn (an agent's start
 /// includes node loading a large bundle).
@@ -302,15 +325,17 @@ fn openai_answer(body: &Value) -> Response<Full<Bytes>> {
         json!({"type": "message", "role": "assistant", "id": "msg_e2e",
             "content": [{"type": "output_text", "text": text}]})
     };
-    let item = if !tool_results(Agent::Codex, body).is_empty() {
+    let step = next_call(tool_results(Agent::Codex, body).len());
+    let item = if step.is_none() {
         message(FINAL_TEXT)
-    } else if let (true, Some(tool)) = (
+    } else if let (true, Some(tool), Some((n, args))) = (
         body["input"].to_string().contains(MARKER),
         declared_tool(&names, "references"),
+        step,
     ) {
         let (namespace, name) = tool.rsplit_once("__").expect("NAMESPACE__TOOL");
-        json!({"type": "function_call", "id": "fc_e2e", "call_id": "call_e2e",
-            "namespace": namespace, "name": name, "arguments": TOOL_ARGS})
+        json!({"type": "function_call", "id": format!("fc_e2e_{n}"), "call_id": format!("call_e2e_{n}"),
+            "namespace": namespace, "name": name, "arguments": args})
     } else {
         message("ok")
     };
@@ -341,13 +366,14 @@ fn gemini_answer(path: &str, body: &Value) -> Response<Full<Bytes>> {
         let answer = json!({"reasoning": "test", "next_speaker": "user",
             "complexity_reasoning": "test", "complexity_score": 1, "model_choice": "flash"});
         json!([{"text": answer.to_string()}])
-    } else if !tool_results(Agent::Gemini, body).is_empty() {
+    } else if next_call(tool_results(Agent::Gemini, body).len()).is_none() {
         json!([{"text": FINAL_TEXT}])
-    } else if let (true, Some(tool)) = (
+    } else if let (true, Some(tool), Some((_, args))) = (
         body.to_string().contains(MARKER),
         declared_tool(&names, "references"),
+        next_call(tool_results(Agent::Gemini, body).len()),
     ) {
-        let args: Value = serde_json::from_str(TOOL_ARGS).expect("args");
+        let args: Value = serde_json::from_str(args).expect("args");
         json!([{"functionCall": {"name": tool, "args": args}}])
     } else {
         json!([{"text": "ok"}])
@@ -365,15 +391,17 @@ fn gemini_answer(path: &str, body: &Value) -> Response<Full<Bytes>> {
 
 fn anthropic_answer(body: &Value) -> Response<Full<Bytes>> {
     let names = anthropic_tool_names(body);
-    let (blocks, stop) = if !tool_results(Agent::Claude, body).is_empty() {
+    let step = next_call(tool_results(Agent::Claude, body).len());
+    let (blocks, stop) = if step.is_none() {
         (json!([{"type": "text", "text": FINAL_TEXT}]), "end_turn")
-    } else if let (true, Some(tool)) = (
+    } else if let (true, Some(tool), Some((n, args))) = (
         body["messages"].to_string().contains(MARKER),
         declared_tool(&names, "references"),
+        step,
     ) {
-        let input: Value = serde_json::from_str(TOOL_ARGS).expect("args");
+        let input: Value = serde_json::from_str(args).expect("args");
         (
-            json!([{"type": "tool_use", "id": "toolu_e2e_1", "name": tool, "input": input}]),
+            json!([{"type": "tool_use", "id": format!("toolu_e2e_{n}"), "name": tool, "input": input}]),
             "tool_use",
         )
     } else {
@@ -570,6 +598,12 @@ async fn run(agent: Agent, mcp: Mcp) -> Run {
         &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/projects/python-project"),
         &project,
     );
+    // A second `square`: the name is ambiguous.
+    std::fs::write(
+        project.join("shapes/solid.py"),
+        "def square(side: int) -> int:\n    return side * side * side\n",
+    )
+    .expect("write solid.py");
     let project = project.canonicalize().expect("canonical project");
     let record = tmp.path().join("record.jsonl");
     let log = tmp.path().join("proxy.log");
@@ -697,7 +731,7 @@ async fn run(agent: Agent, mcp: Mcp) -> Run {
         .request(
             "session/prompt",
             json!({"sessionId": session_id, "prompt": [{"type": "text",
-                "text": format!("{MARKER}: where else is rect_area (shapes/report.py:9:12) used?")}]}),
+                "text": format!("{MARKER}: where else is rect_area used? and square?")}]}),
             PROMPT_TIMEOUT,
         )
         .await;
@@ -804,6 +838,12 @@ fn assert_tool_round_trip(agent: Agent, mcp: Mcp, run: &Run) {
             .iter()
             .any(|r| EXPECTED_REFERENCES.iter().all(|line| r.contains(line))),
         "the tool's result (pyright's answer) is not in the model's next request: {results:?}\n{context}"
+    );
+    assert!(
+        results
+            .iter()
+            .any(|r| EXPECTED_CANDIDATES.iter().all(|line| r.contains(line))),
+        "the ambiguous name's candidates are not in the model's last request: {results:?}\n{context}"
     );
     assert!(run.permissions >= 1, "no tool permission asked\n{context}");
     assert!(

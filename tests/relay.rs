@@ -142,6 +142,8 @@ fn server_entry(id: &str) -> ServerEntry {
                 memory_bytes: None,
                 degraded_roots: vec![],
                 dropped: None,
+                companion: false,
+                install_command: None,
             },
         },
     }

@@ -142,7 +142,7 @@ fn mcpls() -> Result<PathBuf> {
     Ok(bin)
 }
 
-type Client = RunningService<RoleClient, ()>;
+pub(super) type Client = RunningService<RoleClient, ()>;
 
 /// One MCP server with its client and the pid whose RSS figure 8 reports.
 struct Mcp {
@@ -177,7 +177,7 @@ impl Mcp {
     }
 }
 
-fn text(result: &CallToolResult) -> String {
+pub(super) fn text(result: &CallToolResult) -> String {
     result
         .content
         .iter()
@@ -188,7 +188,7 @@ fn text(result: &CallToolResult) -> String {
 
 /// The proxy with the scripted agent; `--mcp stdio`, so the agent gets the
 /// entry an agent without `mcpCapabilities.http` gets.
-fn start_proxy(dir: &Path, project: &Path) -> Result<AcpProxy> {
+pub(super) fn start_proxy(dir: &Path, project: &Path) -> Result<AcpProxy> {
     let agent = dir.join("agent.py");
     std::fs::write(&agent, AGENT)?;
     let config = dir.join("config.toml");
@@ -208,7 +208,7 @@ fn start_proxy(dir: &Path, project: &Path) -> Result<AcpProxy> {
 }
 
 /// `initialize` and `session/new`; returns the injected entry the agent got.
-fn injected_entry(proxy: &mut AcpProxy, project: &Path) -> Result<Value> {
+pub(super) fn injected_entry(proxy: &mut AcpProxy, project: &Path) -> Result<Value> {
     let session = proxy.open(project)?;
     session["result"]["_meta"]["bench"]["mcpServers"]
         .as_array()
@@ -219,7 +219,7 @@ fn injected_entry(proxy: &mut AcpProxy, project: &Path) -> Result<Value> {
 
 /// The entry's command, started as an agent does; returns the client and
 /// the bridge's pid.
-async fn connect_entry(entry: &Value) -> Result<(Client, Option<u32>)> {
+pub(super) async fn connect_entry(entry: &Value) -> Result<(Client, Option<u32>)> {
     let command = entry["command"].as_str().context("command")?.to_string();
     let args: Vec<String> = entry["args"]
         .as_array()

@@ -14,6 +14,7 @@ pub mod requests;
 pub mod scale;
 pub mod scip;
 pub mod shared;
+pub mod value;
 
 use std::ffi::CString;
 use std::io::BufRead;

@@ -1,4 +1,4 @@
-//! Figure 9: precomputed SCIP indexes (issue 29). On a real crate from the
+//! Figure 10: precomputed SCIP indexes (issue 29). On a real crate from the
 //! cargo registry (serde_json, the version this package builds with, copied
 //! twice), the time from the session's opening to the first correct
 //! `textDocument/references` of `serde_json::from_str`: rust-analyzer alone
@@ -120,7 +120,7 @@ async fn first_references(
 pub async fn run(table: &Table) -> Result<()> {
     if find_on_path("rust-analyzer").is_none() {
         table.skipped(
-            "9 SCIP index",
+            "10 SCIP index",
             "rust-analyzer not on PATH (rustup component add rust-analyzer)",
         );
         return Ok(());
@@ -198,7 +198,7 @@ pub async fn run(table: &Table) -> Result<()> {
     let index_ms = index_time.as_secs_f64() * 1e3;
     let live_ms = live_time.as_secs_f64() * 1e3;
     table.row(
-        "9 SCIP: session → first correct references (serde_json from_str)",
+        "10 SCIP: session → first correct references (serde_json from_str)",
         format!(
             "{index_ms:.0} ms from the index ({} locations, {wrong} wrong, {missing} only live)",
             index_set.len()
@@ -212,7 +212,7 @@ pub async fn run(table: &Table) -> Result<()> {
         Verdict::of(index_ms <= TARGET_MS && wrong == 0 && !index_set.is_empty()),
     );
     table.row(
-        "9 SCIP: acp-lsp index (rust-analyzer scip) on serde_json",
+        "10 SCIP: acp-lsp index (rust-analyzer scip) on serde_json",
         format!("{:.1} s, {index_bytes} B index", build_time.as_secs_f64()),
         "—",
         None,
@@ -232,7 +232,7 @@ pub async fn run(table: &Table) -> Result<()> {
     let rss_per_million = after.saturating_sub(before) as f64 / 1024.0 / millions;
     let tables_per_million = loaded.index.heap_bytes() as f64 / 1024.0 / 1024.0 / millions;
     table.row(
-        "9 SCIP: index memory per million occurrences (synthetic, 2 M)",
+        "10 SCIP: index memory per million occurrences (synthetic, 2 M)",
         format!(
             "{rss_per_million:.1} MiB RSS, {tables_per_million:.1} MiB tables, loaded in {:.0} ms per million",
             load_time.as_secs_f64() * 1e3 / millions

@@ -818,6 +818,15 @@ impl<H: LspHost> Relay<H> {
         }
         if let Ok(request) = serde_json::from_slice::<Request>(request_line) {
             let write = request.params;
+            // Before the servers see the text: the edit's baseline is what
+            // was known until now (`diagnostics {since: "last_edit"}`).
+            if let Some(mcp) = &self.options.mcp {
+                mcp.editor.journal().wrote(
+                    &write.session_id,
+                    std::slice::from_ref(&write.path),
+                    crate::mcp::journal::Writer::Agent,
+                );
+            }
             if let Some(session) = self.gate.sessions().get(&write.session_id) {
                 self.gate
                     .host()

@@ -172,7 +172,10 @@ fn describe(activity: &str, registry: Option<&Registry>) -> (String, String) {
         let name = &server.spec().config.name;
         if matches!(
             status.state,
-            ServerState::Ready | ServerState::Stopped | ServerState::Idle
+            ServerState::Ready
+                | ServerState::Stopped
+                | ServerState::Idle
+                | ServerState::NotInstalled
         ) {
             continue;
         }
@@ -198,6 +201,13 @@ fn describe(activity: &str, registry: Option<&Registry>) -> (String, String) {
                     text
                 }
                 None => "indexing".to_string(),
+            },
+            ServerState::Installing => match &status.progress {
+                Some(progress) => match &progress.message {
+                    Some(step) => format!("{}: {step}", progress.title),
+                    None => progress.title.clone(),
+                },
+                None => "installing".to_string(),
             },
             ServerState::Restarting => match &status.last_error {
                 Some(error) => format!(

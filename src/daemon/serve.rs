@@ -78,6 +78,7 @@ pub async fn run(config: Config, paths: Paths) -> io::Result<Outcome> {
             start_when_listed: true,
             recorder: None,
             max_watches: None,
+            auto_install: false,
         },
     );
     let daemon = Arc::new(Daemon {

@@ -48,7 +48,11 @@
 //! `max_requests_per_session`, `max_requests_total` (the gate's quotas), `mcp_http`
 //! (a table: `max_body_bytes`, `max_concurrent`, `read_timeout_ms`), `servers`,
 //! `shared` (`true`: `acp-lsp proxy` acts as with `--shared`, see `crate::daemon`),
-//! `indexes` (a table: `paths`, `conventional`, `max_occurrences`, `max_bytes`; see `crate::scip::config`).
+//! `indexes` (a table: `paths`, `conventional`, `max_occurrences`, `max_bytes`; see `crate::scip::config`),
+//! `auto_install` (`true`: a session installs a needed server it lacks, see
+//! `lsp::registry`), and `[install.NAME]` tables: how `acp-lsp install NAME`
+//! gets the server NAME (`crate::install::RecipePatch`; a `version` given
+//! outside the built-in table pins it).
 //! A list given in a file replaces the list it is merged over.
 //!
 //! Keys of a `[servers.NAME]` table (all optional when NAME is an existing server):
@@ -101,8 +105,11 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::json;
 
-use paths::{display_path, home_dir, resolve_path};
-pub use project_code::{project_code_switch, ProjectCode, ProjectCodeSource};
+use crate::install::{Recipe, RecipePatch};
+
+pub(crate) use paths::display_path;
+use paths::{home_dir, resolve_path};
+pub use project_code::{project_code_brief, project_code_switch, ProjectCode, ProjectCodeSource};
 pub use server::ServerConfig;
 use server::{apply_patch, deep_merge, empty_object, strings, ServerPatch};
 use span::{join_key, key_from_display, line_col, refine_key, SpanIndex};
@@ -222,8 +229,13 @@ pub struct Config {
     pub mcp_http: McpHttpLimits,
     /// `proxy` uses the shared per-user daemon (as with `--shared`).
     pub shared: bool,
+    /// A session whose project needs a server that is not installed
+    /// installs it (the file key `auto_install`, like `--auto-install`).
+    pub auto_install: bool,
     /// Where SCIP indexes are found and what loading one may take (`[indexes]`, `crate::scip`).
     pub indexes: crate::scip::IndexesConfig,
+    /// How to install each server, by server name (`[install.NAME]`).
+    pub install: BTreeMap<String, Recipe>,
     /// Files that were read, in order.
     pub sources: Vec<PathBuf>,
 }
@@ -327,9 +339,13 @@ struct FileConfig {
     max_requests_total: Option<usize>,
     mcp_http: Option<McpHttpPatch>,
     shared: Option<bool>,
+    auto_install: Option<bool>,
     indexes: Option<crate::scip::IndexesPatch>,
     #[serde(default)]
     servers: BTreeMap<String, ServerPatch>,
+    /// `[install.NAME]`: how to install the server NAME (`crate::install`).
+    #[serde(default)]
+    install: BTreeMap<String, RecipePatch>,
 }
 
 /// The `[mcp_http]` table.
@@ -354,9 +370,10 @@ pub const BUILTIN_TOML: &str = include_str!("builtins.toml");
 /// The name [`BUILTIN_TOML`] goes by in errors.
 const BUILTIN_ORIGIN: &str = "<built-in servers>";
 
-/// The servers of [`BUILTIN_TOML`], parsed once.
-fn builtin_servers() -> Vec<ServerConfig> {
-    static PARSED: std::sync::OnceLock<Vec<ServerConfig>> = std::sync::OnceLock::new();
+/// The servers and install recipes of [`BUILTIN_TOML`], parsed once.
+fn builtin_servers() -> (Vec<ServerConfig>, BTreeMap<String, Recipe>) {
+    static PARSED: std::sync::OnceLock<(Vec<ServerConfig>, BTreeMap<String, Recipe>)> =
+        std::sync::OnceLock::new();
     PARSED
         .get_or_init(|| {
             let base = Config::without_servers();
@@ -366,7 +383,7 @@ fn builtin_servers() -> Vec<ServerConfig> {
                 base,
                 FileKind::User,
             ) {
-                Ok(config) => config.servers,
+                Ok(config) => (config.servers, config.install),
                 Err(e) => panic!("BUG: the built-in server table does not parse: {e}"),
             }
         })
@@ -376,8 +393,10 @@ fn builtin_servers() -> Vec<ServerConfig> {
 impl Config {
     /// The built-in servers and defaults only.
     pub fn builtin() -> Config {
+        let (servers, install) = builtin_servers();
         Config {
-            servers: builtin_servers(),
+            servers,
+            install,
             ..Config::without_servers()
         }
     }
@@ -401,7 +420,9 @@ impl Config {
             max_requests_total: crate::gate::DEFAULT_MAX_REQUESTS_TOTAL,
             mcp_http: McpHttpLimits::default(),
             shared: false,
+            auto_install: false,
             indexes: crate::scip::IndexesConfig::default(),
+            install: BTreeMap::new(),
             sources: Vec::new(),
         }
     }
@@ -519,6 +540,11 @@ impl Config {
     pub fn server(&self, name: &str) -> Option<&ServerConfig> {
         self.servers.iter().find(|s| s.name == name)
     }
+
+    /// How to install the server `name`, if acp-lsp knows.
+    pub fn recipe(&self, name: &str) -> Option<&Recipe> {
+        self.install.get(name)
+    }
 }
 
 fn read_text(path: &Path) -> Result<String, ConfigError> {
@@ -528,62 +554,142 @@ fn read_text(path: &Path) -> Result<String, ConfigError> {
     })
 }
 
+/// A file being merged: its text, name and key locations, for errors.
+struct Located<'a> {
+    text: &'a str,
+    origin: &'a Path,
+    index: SpanIndex,
+}
+
+impl Located<'_> {
+    fn invalid(&self, key: String, message: String) -> ConfigError {
+        ConfigError::Invalid {
+            path: self.origin.to_path_buf(),
+            location: self.index.location_of(self.text, &key),
+            key,
+            message,
+        }
+    }
+}
+
+/// Merges one file's text over `base`: parse, then the top-level keys, the
+/// `[servers.*]` tables in the order written, the `[install.*]` recipes.
 fn merge_text(
     text: &str,
     origin: &Path,
     base: Config,
     kind: FileKind,
 ) -> Result<Config, ConfigError> {
-    let index = SpanIndex::build(text);
-    let file: FileConfig = match toml::from_str(text) {
-        Ok(f) => f,
-        Err(err) => {
-            let message = err
-                .message()
-                .lines()
-                .map(str::trim)
-                .filter(|l| !l.is_empty())
-                .collect::<Vec<_>>()
-                .join("; ");
-            let (line, column, key) = match err.span() {
-                Some(span) => {
-                    let (line, column) = line_col(text, span.start);
-                    let key = index.key_at(&span).or_else(|| key_from_display(&err));
-                    (line, column, key)
-                }
-                None => (1, 1, key_from_display(&err)),
-            };
-            let key = refine_key(key.clone(), &message).or(key);
-            return Err(ConfigError::Parse {
-                path: origin.to_path_buf(),
-                line,
-                column,
-                key,
-                message,
-            });
-        }
+    let at = Located {
+        text,
+        origin,
+        index: SpanIndex::build(text),
     };
-    let invalid = |key: String, message: String| ConfigError::Invalid {
-        path: origin.to_path_buf(),
-        location: index.location_of(text, &key),
-        key,
-        message,
-    };
-
+    let file = parse_file(&at)?;
     let mut config = base;
-    if let Some(roots) = file.read_only_roots {
-        config.read_only_roots = roots.iter().map(|r| resolve_path(r, origin)).collect();
-    }
-    if let Some(discover) = file.discover_read_only_roots {
+    let FileConfig {
+        servers, install, ..
+    } = apply_top_level(&mut config, file, &at, kind)?;
+    apply_servers(&mut config, servers, &at)?;
+    apply_install(&mut config, install, &at)?;
+    config.sources.push(origin.to_path_buf());
+    Ok(config)
+}
+
+/// The file's text as [`FileConfig`], or a parse error with its line,
+/// column and key.
+fn parse_file(at: &Located<'_>) -> Result<FileConfig, ConfigError> {
+    toml::from_str(at.text).map_err(|err| {
+        let message = err
+            .message()
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .collect::<Vec<_>>()
+            .join("; ");
+        let (line, column, key) = match err.span() {
+            Some(span) => {
+                let (line, column) = line_col(at.text, span.start);
+                let key = at.index.key_at(&span).or_else(|| key_from_display(&err));
+                (line, column, key)
+            }
+            None => (1, 1, key_from_display(&err)),
+        };
+        let key = refine_key(key.clone(), &message).or(key);
+        ConfigError::Parse {
+            path: at.origin.to_path_buf(),
+            line,
+            column,
+            key,
+            message,
+        }
+    })
+}
+
+/// The top-level keys; returns the file with what is left to apply.
+fn apply_top_level(
+    config: &mut Config,
+    mut file: FileConfig,
+    at: &Located<'_>,
+    kind: FileKind,
+) -> Result<FileConfig, ConfigError> {
+    apply_paths_and_names(config, &mut file, at)?;
+    if let Some(discover) = file.discover_read_only_roots.take() {
         config.discover_read_only_roots = discover;
     }
-    if let Some(schemes) = file.allowed_uri_schemes {
+    if let Some(ms) = file.idle_grace_ms.take() {
+        config.idle_grace_ms = ms;
+    }
+    if let Some(shared) = file.shared.take() {
+        config.shared = shared;
+    }
+    if let Some(lazy) = file.lazy.take() {
+        config.lazy = lazy;
+    }
+    if let Some(auto) = file.auto_install.take() {
+        config.auto_install = auto;
+    }
+    if let Some(ms) = file.nested_idle_stop_ms.take() {
+        config.nested_idle_stop_ms = ms;
+    }
+    if let Some(code) = file.project_code.take() {
+        config.project_code = Some(code);
+    }
+    apply_limits(config, &mut file, at)?;
+    if let Some(indexes) = file.indexes.take() {
+        config
+            .indexes
+            .apply(indexes, |p| resolve_path(p, at.origin))
+            .map_err(|(key, message)| at.invalid(key, message))?;
+    }
+    if let Some(trusted) = file.trusted_projects.take() {
+        if kind == FileKind::Project {
+            return Err(at.invalid(
+                "trusted_projects".to_string(),
+                "a project file cannot extend the trusted projects".to_string(),
+            ));
+        }
+        config.trusted_projects = trusted.iter().map(|t| resolve_path(t, at.origin)).collect();
+    }
+    Ok(file)
+}
+
+/// `read_only_roots`, `allowed_uri_schemes`, `skip_dirs`.
+fn apply_paths_and_names(
+    config: &mut Config,
+    file: &mut FileConfig,
+    at: &Located<'_>,
+) -> Result<(), ConfigError> {
+    if let Some(roots) = file.read_only_roots.take() {
+        config.read_only_roots = roots.iter().map(|r| resolve_path(r, at.origin)).collect();
+    }
+    if let Some(schemes) = file.allowed_uri_schemes.take() {
         for (i, s) in schemes.iter().enumerate() {
             let valid = s.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
                 && s.chars()
                     .all(|c| c.is_ascii_alphanumeric() || c == '+' || c == '-' || c == '.');
             if !valid {
-                return Err(invalid(
+                return Err(at.invalid(
                     format!("allowed_uri_schemes[{i}]"),
                     format!("`{s}` is not a URI scheme (write it without `:`)"),
                 ));
@@ -591,10 +697,10 @@ fn merge_text(
         }
         config.allowed_uri_schemes = schemes.iter().map(|s| s.to_ascii_lowercase()).collect();
     }
-    if let Some(dirs) = file.skip_dirs {
+    if let Some(dirs) = file.skip_dirs.take() {
         for (i, d) in dirs.iter().enumerate() {
             if d.is_empty() || d.contains('/') || d == "." || d == ".." {
-                return Err(invalid(
+                return Err(at.invalid(
                     format!("skip_dirs[{i}]"),
                     format!("`{d}` must be a plain directory name"),
                 ));
@@ -602,54 +708,48 @@ fn merge_text(
         }
         config.skip_dirs = dirs;
     }
-    if let Some(ms) = file.idle_grace_ms {
-        config.idle_grace_ms = ms;
-    }
-    if let Some(shared) = file.shared {
-        config.shared = shared;
-    }
-    if let Some(lazy) = file.lazy {
-        config.lazy = lazy;
-    }
-    if let Some(ms) = file.nested_idle_stop_ms {
-        config.nested_idle_stop_ms = ms;
-    }
-    if let Some(code) = file.project_code {
-        config.project_code = Some(code);
-    }
+    Ok(())
+}
+
+/// The quotas, `max_running_servers` and `[mcp_http]`: each greater than 0.
+fn apply_limits(
+    config: &mut Config,
+    file: &mut FileConfig,
+    at: &Located<'_>,
+) -> Result<(), ConfigError> {
     for (key, value, slot) in [
         (
             "max_requests_per_session",
-            file.max_requests_per_session,
+            file.max_requests_per_session.take(),
             &mut config.max_requests_per_session,
         ),
         (
             "max_requests_total",
-            file.max_requests_total,
+            file.max_requests_total.take(),
             &mut config.max_requests_total,
         ),
         (
             "max_running_servers",
-            file.max_running_servers,
+            file.max_running_servers.take(),
             &mut config.max_running_servers,
         ),
     ] {
         if let Some(n) = value {
             if n == 0 {
-                return Err(invalid(key.to_string(), "must be greater than 0".into()));
+                return Err(at.invalid(key.to_string(), "must be greater than 0".into()));
             }
             *slot = n;
         }
     }
-    if let Some(http) = file.mcp_http {
+    if let Some(http) = file.mcp_http.take() {
         if http.max_body_bytes == Some(0) || http.max_concurrent == Some(0) {
-            return Err(invalid(
+            return Err(at.invalid(
                 "mcp_http".to_string(),
                 "limits must be greater than 0".into(),
             ));
         }
         if http.read_timeout_ms == Some(0) {
-            return Err(invalid(
+            return Err(at.invalid(
                 "mcp_http.read_timeout_ms".to_string(),
                 "must be greater than 0".into(),
             ));
@@ -661,25 +761,17 @@ fn merge_text(
             limits.read_timeout = Duration::from_millis(ms);
         }
     }
-    if let Some(indexes) = file.indexes {
-        config
-            .indexes
-            .apply(indexes, |p| resolve_path(p, origin))
-            .map_err(|(key, message)| invalid(key, message))?;
-    }
-    if let Some(trusted) = file.trusted_projects {
-        if kind == FileKind::Project {
-            return Err(invalid(
-                "trusted_projects".to_string(),
-                "a project file cannot extend the trusted projects".to_string(),
-            ));
-        }
-        config.trusted_projects = trusted.iter().map(|t| resolve_path(t, origin)).collect();
-    }
+    Ok(())
+}
 
-    // Apply server tables in the order they are written.
-    let mut patches = file.servers;
-    let mut order: Vec<String> = index
+/// The `[servers.NAME]` tables, in the order they are written.
+fn apply_servers(
+    config: &mut Config,
+    mut patches: BTreeMap<String, ServerPatch>,
+    at: &Located<'_>,
+) -> Result<(), ConfigError> {
+    let mut order: Vec<String> = at
+        .index
         .server_order
         .iter()
         .filter(|n| patches.contains_key(*n))
@@ -695,16 +787,7 @@ fn merge_text(
             continue;
         };
         let key = join_key("servers", &name);
-        if name.is_empty()
-            || !name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-        {
-            return Err(invalid(
-                key,
-                "server names may use only letters, digits, `-`, `_` and `.`".to_string(),
-            ));
-        }
+        check_server_name(&name).map_err(|m| at.invalid(key.clone(), m))?;
         let server = match config.servers.iter().position(|s| s.name == name) {
             Some(i) => &mut config.servers[i],
             None => {
@@ -719,7 +802,7 @@ fn merge_text(
                 .into_iter()
                 .find(|(_, m)| *m);
                 if let Some((field, _)) = missing {
-                    return Err(invalid(key, format!("missing field `{field}`")));
+                    return Err(at.invalid(key, format!("missing field `{field}`")));
                 }
                 config
                     .servers
@@ -728,18 +811,55 @@ fn merge_text(
                 &mut config.servers[last]
             }
         };
-        apply_patch(server, patch, origin).map_err(|(field, msg)| {
+        apply_patch(server, patch, at.origin).map_err(|(field, msg)| {
             let k = if field.is_empty() {
                 key.clone()
             } else {
                 join_key(&key, field)
             };
-            invalid(k, msg)
+            at.invalid(k, msg)
         })?;
     }
+    Ok(())
+}
 
-    config.sources.push(origin.to_path_buf());
-    Ok(config)
+/// Letters, digits, `-`, `_` and `.` only.
+fn check_server_name(name: &str) -> Result<(), String> {
+    let plain = !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if plain {
+        Ok(())
+    } else {
+        Err("server names may use only letters, digits, `-`, `_` and `.`".to_string())
+    }
+}
+
+/// The `[install.NAME]` recipes: over the recipe of the same server, a
+/// version given outside the built-in table pins it.
+fn apply_install(
+    config: &mut Config,
+    patches: BTreeMap<String, RecipePatch>,
+    at: &Located<'_>,
+) -> Result<(), ConfigError> {
+    let pinning = at.origin != Path::new(BUILTIN_ORIGIN);
+    for (name, patch) in patches {
+        let key = join_key("install", &name);
+        check_server_name(&name).map_err(|m| at.invalid(key.clone(), m))?;
+        let recipe = patch
+            .apply(&name, config.install.get(&name), pinning)
+            .map_err(|(field, msg)| {
+                let k = if field.is_empty() {
+                    key.clone()
+                } else {
+                    join_key(&key, field)
+                };
+                at.invalid(k, msg)
+            })?;
+        config.install.insert(name, recipe);
+    }
+    Ok(())
 }
 
 /// Sets the switches of [`project_code_switch`] on `server` (by name, so a

@@ -1,270 +1,278 @@
 //! `acp-lsp servers [DIR]`: what would run for a folder and why — the
-//! servers detection picks (`lsp::detect`), whether each is installed and
-//! starts (`lsp::probe`), which is primary for its language
-//! (`lsp::primary`), when it starts (a session root's own at session start,
-//! a nested root's on first use), its project-code setting, and the
-//! read-only roots.
+//! servers detection picks (`lsp::detect`), where each binary comes from
+//! (`lsp::program`: PATH or acp-lsp's installs) and whether it starts
+//! (`lsp::probe`), each server's role for its language (`lsp::primary`:
+//! primary, companion, not run, not installed), when it starts (a session
+//! root's own at session start, a nested root's on first use), the
+//! project-code policy, and the read-only roots.
+//!
+//! One [`Survey`] of the folder, shown three ways: [`brief`] (one line per
+//! server, at most [`BRIEF_WIDTH`] columns), [`verbose`] (one row per
+//! server and root) and [`json`].
 
-use std::collections::BTreeSet;
+mod brief;
+mod verbose;
+
+pub use brief::{brief, BRIEF_WIDTH};
+pub use verbose::verbose;
+
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::lsp::config::{project_code_switch, Config, ProjectCode, ServerConfig};
-use crate::lsp::detect::{detect_scan, find_on_path, MAX_ENTRIES};
-use crate::lsp::primary::{self, Role};
+use serde_json::{json, Value};
 
-/// For `acp-lsp servers [DIR]`: a table of the servers detection picks for `dir` (server,
-/// root relative to `dir`, why, when it runs, project code, binary path or `not installed`),
-/// then the servers not run because another comes first for their language, the enabled
-/// servers that do not apply and the disabled ones.
-pub fn health_report(dir: &Path, config: &Config) -> String {
+use crate::lsp::config::{project_code_switch, Config, ProjectCode, ProjectCodeSource};
+use crate::lsp::detect::{detect_scan, Detected};
+use crate::lsp::primary::{self, Role};
+use crate::lsp::probe::Probe;
+use crate::lsp::program::{find_program, install_command, Origin, Program};
+
+/// What `acp-lsp servers` found for one folder.
+pub struct Survey<'a> {
+    pub dir: PathBuf,
+    pub config: &'a Config,
+    /// What detection picked, sorted by (server, root).
+    pub detected: Vec<Detected>,
+    /// The detection walk stopped at its bound.
+    pub truncated: bool,
+    /// Each enabled server's role (installed or needed ones only).
+    pub roles: BTreeMap<String, Role>,
+    /// Each detected server's program, when found.
+    pub programs: BTreeMap<String, Program>,
+    /// Each detected local program's start check.
+    pub probes: BTreeMap<String, Probe>,
+}
+
+/// Detects, finds and probes (each binary once, all at once) for `dir`.
+pub fn survey<'a>(dir: &Path, config: &'a Config) -> Survey<'a> {
     let (detected, truncated) = detect_scan(dir, config);
-    let roles = primary::roles(config, |s| {
-        s.remote.is_some() || find_on_path(&s.command).is_some()
-    });
-    let mut rows: Vec<[String; 6]> = vec![[
-        "SERVER".to_string(),
-        "ROOT".to_string(),
-        "WHY".to_string(),
-        "RUNS".to_string(),
-        "PROJECT CODE".to_string(),
-        "BINARY".to_string(),
-    ]];
-    // Each distinct server binary is run once, all at once (`lsp::probe`).
-    let mut binaries: Vec<(&str, PathBuf, &ServerConfig)> = Vec::new();
-    for d in &detected {
-        if binaries.iter().any(|(name, _, _)| *name == d.server) {
-            continue;
-        }
-        if let Some(server) = config.server(&d.server).filter(|s| s.remote.is_none()) {
-            if let Some(path) = find_on_path(&server.command) {
-                binaries.push((d.server.as_str(), path, server));
-            }
+    let mut programs = BTreeMap::new();
+    for server in config.enabled_servers() {
+        if let Some(program) = find_program(config, server) {
+            programs.insert(server.name.clone(), program);
         }
     }
-    let probes = crate::lsp::probe::probe_all(
-        &binaries
-            .iter()
-            .map(|(_, path, server)| (path.clone(), *server))
-            .collect::<Vec<_>>(),
-    );
-    let probe_of = |name: &str| {
-        binaries
-            .iter()
-            .position(|(n, _, _)| *n == name)
-            .map(|i| (&binaries[i].1, &probes[i]))
+    let roles = primary::roles(config, |s| programs.contains_key(&s.name));
+    let used: Vec<&str> = {
+        let mut names: Vec<&str> = detected.iter().map(|d| d.server.as_str()).collect();
+        names.dedup();
+        names
     };
-    for d in &detected {
-        let root = match d.root.strip_prefix(dir) {
+    programs.retain(|name, _| used.contains(&name.as_str()));
+    let local: Vec<(String, PathBuf)> = programs
+        .iter()
+        .filter(|(_, p)| !matches!(p.origin, Origin::Remote))
+        .map(|(name, p)| (name.clone(), p.path.clone()))
+        .collect();
+    let items: Vec<(PathBuf, &crate::lsp::config::ServerConfig)> = local
+        .iter()
+        .filter_map(|(name, path)| config.server(name).map(|s| (path.clone(), s)))
+        .collect();
+    let results = crate::lsp::probe::probe_all(&items);
+    let probes = local
+        .into_iter()
+        .map(|(name, _)| name)
+        .zip(results)
+        .collect();
+    Survey {
+        dir: dir.to_path_buf(),
+        config,
+        detected,
+        truncated,
+        roles,
+        programs,
+        probes,
+    }
+}
+
+/// The brief view of `dir` (what `acp-lsp servers DIR` prints).
+pub fn health_report(dir: &Path, config: &Config) -> String {
+    brief(&survey(dir, config))
+}
+
+impl Survey<'_> {
+    /// The detected servers, in order, each once.
+    pub fn servers(&self) -> Vec<&str> {
+        let mut names: Vec<&str> = self.detected.iter().map(|d| d.server.as_str()).collect();
+        names.dedup();
+        names
+    }
+
+    /// The roots `server` was detected at.
+    pub fn roots_of(&self, server: &str) -> Vec<&Detected> {
+        self.detected
+            .iter()
+            .filter(|d| d.server == server)
+            .collect()
+    }
+
+    /// `root` relative to the folder (`.` for the folder itself).
+    pub fn relative(&self, root: &Path) -> String {
+        match root.strip_prefix(&self.dir) {
             Ok(rel) if rel.as_os_str().is_empty() => ".".to_string(),
             Ok(rel) => rel.display().to_string(),
-            Err(_) => d.root.display().to_string(),
-        };
-        let binary = probe_of(&d.server)
-            .map(|(path, probe)| format!("{} {}", path.display(), probe.summary()))
-            .unwrap_or_else(|| "not installed".to_string());
-        // A remote server (`connect`) runs nothing here: say where it is.
-        let binary = match config.server(&d.server).and_then(|s| s.remote.as_ref()) {
-            Some(remote) => format!("connect {} (not probed)", remote.connect),
-            None => binary,
-        };
-        let project_code = match config.server(&d.server) {
-            Some(server) => {
-                let (code, source) = config.project_code_for(server, &d.root);
-                match code {
-                    ProjectCode::Run => format!("run ({})", source.as_str()),
-                    ProjectCode::Off => format!(
-                        "off ({}): {}",
-                        source.as_str(),
-                        project_code_switch(&d.server)
-                    ),
-                }
-            }
-            None => String::new(),
-        };
-        // Lazy roots: a session root's own servers start with the session,
-        // nested ones on first use (lsp::registry).
-        let runs = match roles.get(&d.server) {
-            None => "-".to_string(),
-            Some(Role::Shadowed { primary }) => format!("no ({primary} first)"),
-            Some(role) => {
-                let when = if d.root == dir {
-                    "at session start"
-                } else {
-                    "on first use"
-                };
-                match role {
-                    Role::Secondary { .. } => format!("{when}, secondary"),
-                    _ => when.to_string(),
-                }
-            }
-        };
-        rows.push([
-            d.server.clone(),
-            root,
-            d.reason.to_string(),
-            runs,
-            project_code,
-            binary,
-        ]);
+            Err(_) => root.display().to_string(),
+        }
     }
 
-    let mut out = format!("Language servers for {}\n", dir.display());
-    if detected.is_empty() {
-        out.push_str("  (no server applies)\n");
-    } else {
-        let widths: Vec<usize> = (0..5)
-            .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+    /// Whether `server` runs here (found, starts or is remote, not shadowed).
+    pub fn runs(&self, server: &str) -> bool {
+        self.roles.get(server).is_some_and(Role::runs)
+    }
+
+    /// The project-code policy of `server` at `root`, and the words for it.
+    pub fn project_code(
+        &self,
+        server: &str,
+        root: &Path,
+    ) -> Option<(ProjectCode, ProjectCodeSource)> {
+        let config = self.config.server(server)?;
+        Some(self.config.project_code_for(config, root))
+    }
+
+    /// Servers detected but not installed, with the command that installs
+    /// each (`None`: no recipe) and whether a project marker of theirs asks
+    /// for them (`needed`: sessions list them and warn; else only files of
+    /// their extensions are here).
+    pub fn not_installed(&self) -> Vec<(&str, Option<String>, bool)> {
+        self.servers()
+            .into_iter()
+            .filter(|name| matches!(self.roles.get(*name), Some(Role::NotInstalled { .. })))
+            .map(|name| {
+                let needed = self
+                    .roots_of(name)
+                    .iter()
+                    .any(|d| matches!(d.reason, crate::lsp::detect::DetectReason::Marker(_)));
+                (name, install_command(self.config, name), needed)
+            })
+            .collect()
+    }
+
+    /// Servers detected and installed that do not run, by the primary that
+    /// comes first.
+    pub fn shadowed(&self) -> BTreeMap<&str, Vec<&str>> {
+        let mut out: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        for name in self.servers() {
+            if let Some(Role::Shadowed { primary }) = self.roles.get(name) {
+                out.entry(primary.as_str()).or_default().push(name);
+            }
+        }
+        out
+    }
+
+    /// Enabled servers detection did not pick, and disabled ones.
+    pub fn unused(&self) -> (Vec<&str>, Vec<&str>) {
+        let used = self.servers();
+        let not_applicable = self
+            .config
+            .enabled_servers()
+            .map(|s| s.name.as_str())
+            .filter(|n| !used.contains(n))
             .collect();
-        for r in &rows {
-            let line = format!(
-                "  {:w0$}  {:w1$}  {:w2$}  {:w3$}  {:w4$}  {}",
-                r[0],
-                r[1],
-                r[2],
-                r[3],
-                r[4],
-                r[5],
-                w0 = widths[0],
-                w1 = widths[1],
-                w2 = widths[2],
-                w3 = widths[3],
-                w4 = widths[4],
-            );
-            out.push_str(line.trim_end());
-            out.push('\n');
-        }
+        let disabled = self
+            .config
+            .servers
+            .iter()
+            .filter(|s| !s.enabled)
+            .map(|s| s.name.as_str())
+            .collect();
+        (not_applicable, disabled)
     }
-    for ((name, path, _), probe) in binaries.iter().zip(&probes) {
-        if let Some(fix) = probe.fix() {
-            out.push_str(&format!("To fix {name} ({}): {fix}\n", path.display()));
-        }
+}
+
+/// The `--json` view: every fact of the survey, for scripts.
+pub fn json(survey: &Survey<'_>) -> Value {
+    let servers: Vec<Value> = survey
+        .servers()
+        .into_iter()
+        .map(|name| {
+            let roots: Vec<Value> = survey
+                .roots_of(name)
+                .into_iter()
+                .map(|d| {
+                    let code = survey.project_code(name, &d.root);
+                    json!({
+                        "path": d.root.display().to_string(),
+                        "relative": survey.relative(&d.root),
+                        "reason": d.reason.to_string(),
+                        "starts": if d.root == survey.dir { "session_start" } else { "first_use" },
+                        "projectCode": code.map(|(code, source)| json!({
+                            "policy": code.as_str(),
+                            "source": source.as_str(),
+                            "effect": (code == ProjectCode::Off).then(|| project_code_switch(name)),
+                        })),
+                    })
+                })
+                .collect();
+            let program = survey.programs.get(name).map(|p| {
+                json!({
+                    "path": p.path.display().to_string(),
+                    "origin": match &p.origin {
+                        Origin::Path => "path",
+                        Origin::Installed(_) => "installed",
+                        Origin::Remote => "remote",
+                    },
+                    "installed": match &p.origin {
+                        Origin::Installed(i) => Some(json!({
+                            "dir": i.dir.display().to_string(),
+                            "source": i.marker.source.as_str(),
+                            "packages": i.marker.packages,
+                        })),
+                        _ => None,
+                    },
+                })
+            });
+            let check = survey
+                .probes
+                .get(name)
+                .map(|p| json!({ "starts": p.starts(), "summary": p.summary(), "fix": p.fix() }));
+            json!({
+                "name": name,
+                "role": survey.roles.get(name).map(role_name),
+                "roots": roots,
+                "program": program,
+                "check": check,
+                "install": install_command(survey.config, name),
+            })
+        })
+        .collect();
+    let (not_applicable, disabled) = survey.unused();
+    json!({
+        "folder": survey.dir.display().to_string(),
+        "servers": servers,
+        "notInstalled": survey.not_installed().into_iter().map(|(name, install, needed)| json!({"name": name, "install": install, "needed": needed})).collect::<Vec<_>>(),
+        "readOnlyRoots": read_only_roots(survey.config).into_iter().map(|(path, why)| json!({"path": path.display().to_string(), "why": why})).collect::<Vec<_>>(),
+        "notApplicable": not_applicable,
+        "disabled": disabled,
+        "truncated": survey.truncated,
+    })
+}
+
+/// A role's name in `--json`.
+fn role_name(role: &Role) -> &'static str {
+    match role {
+        Role::Primary => "primary",
+        Role::Companion { .. } => "companion",
+        Role::Shadowed { .. } => "not_run",
+        Role::NotInstalled { .. } => "not_installed",
     }
-    if !config.read_only_roots.is_empty() {
-        out.push_str("Read-only roots (requests may name files there; never written):\n");
-        for root in &config.read_only_roots {
+}
+
+/// The read-only roots and why each is there.
+fn read_only_roots(config: &Config) -> Vec<(&Path, &str)> {
+    config
+        .read_only_roots
+        .iter()
+        .map(|root| {
             let why = config
                 .discovered_read_only_roots
                 .iter()
                 .find(|d| d.path == *root)
                 .map_or("configured", |d| d.why.as_str());
-            out.push_str(&format!("  {}  {why}\n", root.display()));
-        }
-    }
-    let used: BTreeSet<&str> = detected.iter().map(|d| d.server.as_str()).collect();
-    for (name, role) in &roles {
-        if let Role::Shadowed { primary } = role {
-            if used.contains(name.as_str()) {
-                out.push_str(&format!(
-                    "Not run: {name} ({primary} comes first for the same language; \
-                     `secondary = true` in [servers.{name}] runs both)\n"
-                ));
-            }
-        }
-    }
-    if truncated {
-        out.push_str(&format!(
-            "Note: the scan stopped after {MAX_ENTRIES} entries; deeper markers were not seen.\n"
-        ));
-    }
-    let not_applicable: Vec<&str> = config
-        .enabled_servers()
-        .map(|s| s.name.as_str())
-        .filter(|n| !used.contains(n))
-        .collect();
-    if !not_applicable.is_empty() {
-        out.push_str(&format!(
-            "Not applicable here (no marker or file of theirs): {}\n",
-            not_applicable.join(", ")
-        ));
-    }
-    let disabled: Vec<&str> = config
-        .servers
-        .iter()
-        .filter(|s| !s.enabled)
-        .map(|s| s.name.as_str())
-        .collect();
-    if !disabled.is_empty() {
-        out.push_str(&format!(
-            "Disabled by configuration: {}\n",
-            disabled.join(", ")
-        ));
-    }
-    out
+            (root.as_path(), why)
+        })
+        .collect()
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn tree(files: &[(&str, &str)]) -> tempfile::TempDir {
-        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        for (path, content) in files {
-            let p = dir.path().join(path);
-            if let Some(parent) = p.parent() {
-                std::fs::create_dir_all(parent).unwrap_or_else(|e| panic!("{e}"));
-            }
-            std::fs::write(&p, content).unwrap_or_else(|e| panic!("{e}"));
-        }
-        dir
-    }
-
-    const PKG: &str = "[package]\nname = \"x\"\nversion = \"0.1.0\"\n";
-
-    #[test]
-    fn health_report_lists_servers() {
-        let dir = tree(&[("Cargo.toml", PKG), ("src/main.rs", ""), ("tools/x.py", "")]);
-        let mut cfg = Config::builtin();
-        for s in &mut cfg.servers {
-            if s.name == "pylsp" {
-                s.enabled = false;
-            }
-        }
-        let report = health_report(dir.path(), &cfg);
-        let line = report
-            .lines()
-            .find(|l| l.trim_start().starts_with("rust-analyzer"))
-            .unwrap_or_else(|| panic!("{report}"));
-        assert!(line.contains(" . "), "{report}");
-        assert!(line.contains("marker Cargo.toml"), "{report}");
-        assert!(
-            line.contains("off (default): build scripts and proc macros disabled"),
-            "{report}"
-        );
-        cfg.trusted_projects = vec![dir.path().to_path_buf()];
-        let trusted = health_report(dir.path(), &cfg);
-        assert!(
-            trusted
-                .lines()
-                .any(|l| l.trim_start().starts_with("rust-analyzer")
-                    && l.contains("run (trusted project)")),
-            "{trusted}"
-        );
-        let py = report
-            .lines()
-            .find(|l| l.trim_start().starts_with("pyright "))
-            .unwrap_or_else(|| panic!("{report}"));
-        assert!(py.contains("*.py files"), "{report}");
-        assert!(
-            report
-                .lines()
-                .any(|l| l.starts_with("Not applicable") && l.contains("gopls")),
-            "{report}"
-        );
-        assert!(
-            report
-                .lines()
-                .any(|l| l.starts_with("Disabled") && l.contains("pylsp")),
-            "{report}"
-        );
-        assert!(report
-            .lines()
-            .next()
-            .is_some_and(|l| l.contains("SERVER") || l.starts_with("Language servers")));
-        assert!(
-            report
-                .lines()
-                .any(|l| l.contains("SERVER") && l.contains("RUNS")),
-            "{report}"
-        );
-    }
-}
+mod tests;

@@ -13,6 +13,7 @@ pub mod path_map;
 pub mod primary;
 pub mod probe;
 pub mod process;
+pub mod program;
 pub mod ratelimit;
 pub mod registration;
 pub mod registry;

@@ -12,8 +12,9 @@
 //! server that served nothing for `nested_idle_stop_ms` goes back to `idle`.
 
 use super::config::{Config, ServerConfig};
-use super::detect::{detect, find_on_path};
-use super::primary;
+use super::detect::{detect, DetectReason};
+use super::primary::{self, Role};
+use super::program::{find_program, Program};
 use super::running::Running;
 use super::server::{Server, ServerSpec};
 use super::watch::{Delivery, FileChange, RootWatch, WatchBatch, WatchOptions, SETTLE_TIMEOUT};
@@ -33,6 +34,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::{AbortOnDropHandle, TaskTracker};
 
 mod indexes;
+mod install;
 mod lifecycle;
 
 /// Namespace of acp-lsp's server ids.
@@ -66,6 +68,9 @@ pub struct RegistryOptions {
     pub recorder: Option<Recorder>,
     /// Most directory watches per root (tests use it to reach the limit); `None` = the OS's.
     pub max_watches: Option<usize>,
+    /// A needed server that is not installed is installed (`--auto-install`;
+    /// also the config key `auto_install`).
+    pub auto_install: bool,
 }
 
 /// A watched session root and the sessions that use it.
@@ -132,6 +137,11 @@ pub struct Registry {
     retiring: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     /// The sessions' SCIP indexes, servers of their own (`crate::scip`).
     indexes: crate::scip::Indexes,
+    /// Installs under way (`auto_install`), by server id: aborted by `shutdown`.
+    installs: Mutex<HashMap<String, tokio::task::JoinHandle<()>>>,
+    /// Servers found missing (by id) whose install or warning is still to
+    /// be decided when their `Server` is made (`install.rs`).
+    missing: Mutex<HashMap<String, install::Missing>>,
     /// The registry's root cancellation: cancelled once shutdown has begun
     /// ([`Registry::begin_shutdown`], [`Registry::shutdown`], a drop). No
     /// server starts or restarts after it, and [`Registry::tasks`] end.
@@ -145,6 +155,7 @@ impl Registry {
     pub fn new(config: Config, mut options: RegistryOptions) -> Arc<Registry> {
         options.lazy |= config.lazy;
         let indexes = crate::scip::Indexes::new(config.indexes.clone());
+        options.auto_install |= config.auto_install;
         Arc::new_cyclic(|me| Registry {
             me: me.clone(),
             config,
@@ -163,6 +174,8 @@ impl Registry {
             nested_timers: Mutex::new(HashMap::new()),
             retiring: Mutex::new(Vec::new()),
             indexes,
+            installs: Mutex::new(HashMap::new()),
+            missing: Mutex::new(HashMap::new()),
             closing: CancellationToken::new(),
             tasks: TaskTracker::new(),
         })
@@ -304,30 +317,38 @@ impl Registry {
             if let Err(e) = config.load_project(&root) {
                 tracing::warn!(error = %e, "ignoring the project's config file");
             }
-            // One server per language unless configured (lsp::primary).
-            let roles = primary::roles(&config, |s| {
-                s.remote.is_some() || find_on_path(&s.command).is_some()
-            });
+            // One primary per language, and its companions (lsp::primary);
+            // where each program comes from (lsp::program).
+            let programs: HashMap<String, Program> = config
+                .enabled_servers()
+                .filter_map(|s| find_program(&config, s).map(|p| (s.name.clone(), p)))
+                .collect();
+            let roles = primary::roles(&config, |s| programs.contains_key(&s.name));
             for found in detect(&root, &config) {
                 let Some(server_config) = config.server(&found.server) else {
                     continue;
                 };
-                // A remote server (`connect`) has no program to find.
-                let program = match &server_config.remote {
-                    Some(_) => Some(PathBuf::new()),
-                    None => find_on_path(&server_config.command),
+                let role = roles.get(&found.server);
+                let program = match (programs.get(&found.server), role) {
+                    (Some(program), Some(role)) if role.runs() => program.path.clone(),
+                    // Needed where a marker of its says so; files of its
+                    // extensions alone (a Cargo.toml for taplo) do not.
+                    (None, Some(Role::NotInstalled { .. }))
+                        if matches!(found.reason, DetectReason::Marker(_)) =>
+                    {
+                        self.missing_server(&config, server_config, &found.root)
+                    }
+                    (_, role) => {
+                        tracing::debug!(server = %found.server, role = ?role, "skipped");
+                        continue;
+                    }
                 };
-                let Some(program) = program else {
-                    tracing::info!(server = %found.server, "not installed; skipped");
-                    continue;
-                };
-                if let Some(role) = roles.get(&found.server).filter(|r| !r.runs()) {
-                    tracing::debug!(server = %found.server, %role, "skipped");
-                    continue;
-                }
                 // project_code: the switches of the server at this root.
                 let effective = config.effective_server(server_config, &found.root, &program);
                 let server = self.server_for(&effective, &found.root, program);
+                if let Some(fresh) = self.take_missing(&server, &config, server_config) {
+                    self.begin_install(fresh);
+                }
                 let id = server.id().to_string();
                 let is_top = found.root == root;
                 self.running.lock().attached(&id, is_top);
@@ -646,6 +667,7 @@ impl LspHost for Registry {
                     crate::gate::ServerState::Ready
                         | crate::gate::ServerState::Failed
                         | crate::gate::ServerState::Stopped
+                        | crate::gate::ServerState::NotInstalled
                 )
             }),
         )

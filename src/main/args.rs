@@ -98,6 +98,10 @@ pub(crate) enum Command {
         /// one daemon, started on first use (also the config key `shared`).
         #[arg(long)]
         shared: bool,
+        /// Install a server a session needs that is not installed, in the
+        /// background (also the config key `auto_install`; see `acp-lsp install`).
+        #[arg(long)]
+        auto_install: bool,
         #[command(flatten)]
         log: LogArgs,
         /// The agent command and its arguments.
@@ -119,6 +123,10 @@ pub(crate) enum Command {
         /// The server to ask, by name (default: the one for the file the params name).
         #[arg(long)]
         server: Option<String>,
+        /// Use the shared daemon's servers (started if needed; also the
+        /// config key `shared`). Without it, a daemon that runs is used.
+        #[arg(long)]
+        shared: bool,
         /// Config file (default: $XDG_CONFIG_HOME/acp-lsp/config.toml).
         #[arg(long)]
         config: Option<PathBuf>,
@@ -148,6 +156,9 @@ pub(crate) enum Command {
         /// The server to ask, by name (default: the one for the file).
         #[arg(long)]
         server: Option<String>,
+        /// Use the shared daemon's servers (as for `request`).
+        #[arg(long)]
+        shared: bool,
         /// Config file (default: $XDG_CONFIG_HOME/acp-lsp/config.toml).
         #[arg(long)]
         config: Option<PathBuf>,
@@ -204,6 +215,43 @@ pub(crate) enum Command {
         /// Print the built-in server table as TOML (the config file's format) and exit.
         #[arg(long)]
         print_builtins: bool,
+        /// One row per server and root, with why each was picked, its
+        /// project-code setting and the read-only roots.
+        #[arg(long, conflicts_with = "json")]
+        verbose: bool,
+        /// Everything as one JSON object (for scripts).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Install language servers into acp-lsp's own prefix (under your data
+    /// directory; never system-wide, never with sudo), each pinned to a
+    /// version with its checksum: `acp-lsp install pyright ruff`, or what
+    /// the projects under a folder need (`--for .`, the default with no
+    /// names; a trusted project's `.acp-lsp.toml` pins servers and versions).
+    Install {
+        /// Servers by name, as `acp-lsp servers` names them.
+        servers: Vec<String>,
+        /// Install what the projects under this folder need.
+        #[arg(long = "for", value_name = "PATH", conflicts_with = "servers")]
+        for_path: Option<PathBuf>,
+        /// Config file (default: $XDG_CONFIG_HOME/acp-lsp/config.toml).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        #[command(flatten)]
+        log: LogArgs,
+    },
+    /// Remove servers `acp-lsp install` installed (by name, or `--all`).
+    Uninstall {
+        /// Servers by name.
+        servers: Vec<String>,
+        /// Every server acp-lsp installed.
+        #[arg(long, conflicts_with = "servers")]
+        all: bool,
+        /// Config file (default: $XDG_CONFIG_HOME/acp-lsp/config.toml).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        #[command(flatten)]
+        log: LogArgs,
     },
     /// Build SCIP indexes of a project (rust-analyzer scip, scip-python,
     /// scip-typescript) where a session on it finds them, with the sidecar
@@ -246,6 +294,7 @@ pub(crate) struct RenameArgs {
     pub(crate) dry_run: bool,
     pub(crate) yes: bool,
     pub(crate) server: Option<String>,
+    pub(crate) shared: bool,
     pub(crate) config: Option<PathBuf>,
     pub(crate) log: LogArgs,
 }

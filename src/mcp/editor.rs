@@ -9,6 +9,7 @@
 //! request that reuses an id of ours still in flight, so an editor response
 //! can never be ambiguous.
 
+use super::journal::Journal;
 use crate::edit::{AgentFs, AgentFsError};
 use crate::gate::{Gate, LspHost};
 use crate::jsonrpc::RequestId;
@@ -40,6 +41,9 @@ pub struct EditorFs {
     outbox: mpsc::UnboundedSender<Vec<u8>>,
     outbox_rx: Mutex<Option<mpsc::UnboundedReceiver<Vec<u8>>>>,
     pending: Mutex<HashMap<RequestId, oneshot::Sender<EditorReply>>>,
+    /// Every session's writes and known diagnostics, for the tools of every
+    /// MCP connection of this proxy (the relay reports the agent's writes).
+    journal: Arc<Journal>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -62,7 +66,13 @@ impl EditorFs {
             outbox,
             outbox_rx: Mutex::new(Some(rx)),
             pending: Mutex::new(HashMap::new()),
+            journal: Arc::default(),
         }
+    }
+
+    /// The sessions' writes and known diagnostics (`diagnostics {since: "last_edit"}`).
+    pub fn journal(&self) -> &Arc<Journal> {
+        &self.journal
     }
 
     /// Set from the editor's `initialize`.

@@ -17,6 +17,7 @@ pub mod editor;
 pub mod http;
 pub mod inject;
 pub mod isolated;
+pub mod journal;
 pub mod socket;
 pub mod start;
 pub mod tokens;

@@ -32,11 +32,13 @@ pub const SESSION_BIND_WAIT: Duration = Duration::from_secs(30);
 /// call as elizacp does, reconnects right after closing the last one).
 pub const TOKEN_BUSY_WAIT: Duration = Duration::from_secs(5);
 
-/// How long after a session is bound the proxy says, at info level, that
-/// the agent has not connected to its MCP server. Agents that start MCP
-/// servers with the session (Gemini CLI, Claude Code) connect before they
-/// answer `session/new`; Gemini CLI starts none in a folder it does not trust.
-pub const UNCONNECTED_NOTICE: Duration = Duration::from_secs(10);
+/// How long after a session is bound the proxy warns that the agent has not
+/// connected to its MCP server. Agents that start MCP servers with the
+/// session (Gemini CLI, Claude Code) connect before they answer
+/// `session/new`; Gemini CLI starts none in a folder it does not trust, and
+/// a one-shot client's whole prompt can take less than 10 s: the warning
+/// must come while it still runs.
+pub const UNCONNECTED_NOTICE: Duration = Duration::from_secs(3);
 
 /// What a token is bound to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -230,7 +232,7 @@ impl TokenTable {
     }
 }
 
-/// Logs (info) if the agent took the session's MCP entry but has not
+/// Warns if the agent took the session's MCP entry but has not
 /// connected [`UNCONNECTED_NOTICE`] later, while the session lives: the user
 /// otherwise gets no language-server tools and no word why.
 fn notice_if_unconnected(entry: &Entry, session_id: &str) -> Option<AbortOnDropHandle<()>> {
@@ -248,7 +250,7 @@ fn notice_if_unconnected(entry: &Entry, session_id: &str) -> Option<AbortOnDropH
             return;
         }
         if !connected.load(Ordering::Relaxed) {
-            tracing::info!(
+            tracing::warn!(
                 session = %session,
                 "the agent took acp-lsp's MCP server for this session but has not connected \
                  to it in {} s, so its model has no language-server tools. Gemini CLI starts \
@@ -283,6 +285,49 @@ mod tests {
         assert_eq!(
             lease.session(Duration::from_secs(1)).await,
             Some("s1".into())
+        );
+    }
+
+    /// The warning an operator sees when the agent never connects, and
+    /// none when it does.
+    #[tokio::test(start_paused = true)]
+    async fn an_agent_that_never_connects_is_warned_about() {
+        #[derive(Clone, Default)]
+        struct Warnings(Arc<std::sync::Mutex<Vec<String>>>);
+        impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Warnings {
+            fn on_event(
+                &self,
+                event: &tracing::Event<'_>,
+                _: tracing_subscriber::layer::Context<'_, S>,
+            ) {
+                if *event.metadata().level() == tracing::Level::WARN {
+                    let mut text = String::new();
+                    event.record(
+                        &mut |field: &tracing::field::Field, value: &dyn std::fmt::Debug| {
+                            text.push_str(&format!("{}={value:?} ", field.name()));
+                        },
+                    );
+                    self.0.lock().unwrap().push(text);
+                }
+            }
+        }
+        use tracing_subscriber::layer::SubscriberExt;
+        let warnings = Warnings::default();
+        let _guard =
+            tracing::subscriber::set_default(tracing_subscriber::registry().with(warnings.clone()));
+        let table = TokenTable::new();
+        let quiet = table.create(None).unwrap();
+        table.bind(&quiet, "never");
+        let busy = table.create(None).unwrap();
+        let _lease = table.admit(&busy).await.unwrap();
+        table.bind(&busy, "connected");
+        tokio::time::sleep(UNCONNECTED_NOTICE + Duration::from_millis(10)).await;
+        tokio::task::yield_now().await;
+        let seen = warnings.0.lock().unwrap().clone();
+        assert_eq!(seen.len(), 1, "{seen:?}");
+        assert!(
+            seen[0].contains("session=never") && seen[0].contains("trust the folder"),
+            "{seen:?}"
         );
     }
 

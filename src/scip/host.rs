@@ -155,6 +155,8 @@ impl Served {
                     memory_bytes: ready.map(|r| r.index.heap_bytes() as u64),
                     degraded_roots: Vec::new(),
                     dropped: None,
+                    companion: false,
+                    install_command: None,
                 },
             },
         }

@@ -17,6 +17,13 @@ pub const SESSION: &str = "acp-lsp-cli";
 /// How long a tool waits for its server to be ready before asking.
 pub const READY_WAIT: Duration = Duration::from_secs(120);
 
+/// Whether a command line session uses the shared daemon: when asked
+/// (`--shared`, or `shared = true` in the config), or when the daemon for
+/// this config runs already (its servers are warm).
+pub fn use_shared_daemon(asked: bool, paths: &crate::daemon::paths::Paths) -> bool {
+    asked || std::os::unix::net::UnixStream::connect(&paths.socket).is_ok()
+}
+
 /// What `rename` did.
 #[derive(Debug)]
 pub enum RenameOutcome {
@@ -48,6 +55,35 @@ impl SessionFacade {
             ready_wait: READY_WAIT,
             cancel: CancellationToken::new(),
         }
+    }
+
+    /// Opens the session on the shared daemon's servers (`--shared`): a
+    /// server the daemon runs already for this root answers at once, and
+    /// stays warm for the next command (the daemon's idle grace).
+    pub fn start_shared(
+        root: &Path,
+        config: &Config,
+        paths: crate::daemon::paths::Paths,
+        launcher: crate::daemon::client::Launcher,
+    ) -> SessionFacade {
+        let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+        let host = ProxyHost::Shared(crate::daemon::client::RemoteHost::new(paths, launcher));
+        let gate = Gate::new(Arc::new(host), config.gate_config());
+        gate.open_session(SESSION, vec![root.clone()]);
+        SessionFacade {
+            roots: vec![root],
+            session: SESSION.to_string(),
+            gate,
+            ready_wait: READY_WAIT,
+            cancel: CancellationToken::new(),
+        }
+    }
+
+    /// Ends the command's session: its own servers stop; on the shared
+    /// daemon, the session closes and the servers stay for the next one.
+    pub async fn finish(&self) {
+        self.gate.close_session(&self.session);
+        self.shutdown().await;
     }
 
     /// Renames the symbol at `at` to `new_name` with the file's language

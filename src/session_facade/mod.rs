@@ -6,7 +6,7 @@
 
 mod cli;
 
-pub use self::cli::{RenameOutcome, READY_WAIT, SESSION};
+pub use self::cli::{use_shared_daemon, RenameOutcome, READY_WAIT, SESSION};
 
 use crate::gate::confine::{ConfineError, Confinement};
 use crate::gate::{Gate, GateError, GateMethod, LspHost, ServerEntry};
@@ -64,16 +64,16 @@ impl FacadeError {
     /// Whether the command was called wrongly (a name that is not one of
     /// the choices) rather than something failing.
     pub fn is_usage(&self) -> bool {
-        matches!(
-            self,
-            FacadeError::UnknownServerName { .. } | FacadeError::NoServer { .. }
-        ) || matches!(
-            self,
-            FacadeError::Gate {
-                error: GateError::Confined(_),
-                ..
-            }
-        )
+        // No server for a file is a failure (exit 1), not a mistake in the
+        // call: it is fixed by installing one.
+        matches!(self, FacadeError::UnknownServerName { .. })
+            || matches!(
+                self,
+                FacadeError::Gate {
+                    error: GateError::Confined(_),
+                    ..
+                }
+            )
     }
 }
 
@@ -315,8 +315,14 @@ impl SessionFacade {
                     .is_none_or(|f| f.starts_with(&s.workspace_path))
             })
             .collect();
-        // The deepest root is the nearest project.
-        candidates.sort_by_key(|s| std::cmp::Reverse(s.workspace_path.len()));
+        // The deepest root is the nearest project; there, the language's
+        // primary before its companions (navigation is the primary's).
+        candidates.sort_by_key(|s| {
+            (
+                std::cmp::Reverse(s.workspace_path.len()),
+                s.ours().companion,
+            )
+        });
         candidates
             .first()
             .map(|s| (*s).clone())

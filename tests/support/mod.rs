@@ -27,13 +27,12 @@ pub mod wait;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use acp_lsp::lsp::detect::find_on_path;
-
 /// Fails the test, with the command that installs it, when `command` is not on
-/// PATH: these tests never skip.
+/// PATH nor installed by `acp-lsp install` (where a session finds it too):
+/// these tests never skip.
 pub fn require(command: &str, install: &str) {
     assert!(
-        find_on_path(command).is_some(),
+        acp_lsp::lsp::program::find_command(command).is_some(),
         "`{command}` is not on PATH; install it with `{install}`"
     );
 }

@@ -281,6 +281,8 @@ impl LspHost for Host {
                     memory_bytes: None,
                     degraded_roots: Vec::new(),
                     dropped: None,
+                    companion: false,
+                    install_command: None,
                 },
             },
         }]

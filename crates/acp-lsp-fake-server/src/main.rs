@@ -80,6 +80,11 @@
 //!   message is `diagnostic_bytes=<b>` bytes long (default 100).
 //! * `flood_garbage=<bytes>` — after `initialized`, write that many bytes of
 //!   text that is no LSP frame to stdout.
+//! * `workspace_symbols=<n>` — advertise `workspaceSymbolProvider` and answer
+//!   `workspace/symbol {query}` with n functions named `query`, the i-th in
+//!   `s<i mod 100>.fake` of the workspace root (`initialize`'s `rootUri`) at
+//!   line `i / 100`; when `FAKE_LSP_SYMBOL_OUTSIDE` names a file, one more
+//!   there, first. A query starting with `outside_` gets only that one.
 //!
 //! The floods are written before the next message is read, so the answer to
 //! any later request arrives after all of them. After any flood the fake asks
@@ -227,6 +232,7 @@ fn run() -> io::Result<i32> {
             .and_then(|n| n.parse().ok())
             .unwrap_or(0),
         held_for_change: Vec::new(),
+        root: None,
         mode,
     };
     server.serve(BufReader::new(stdin))
@@ -265,6 +271,8 @@ struct Server<W: Write> {
     hold_for_change: u64,
     /// `answer_after_change`: requests held until the next file change.
     held_for_change: Vec<(Box<RawValue>, String, Option<Box<RawValue>>)>,
+    /// `workspace_symbols`: the workspace root, from `initialize`.
+    root: Option<PathBuf>,
 }
 
 impl<W: Write> Server<W> {
@@ -333,7 +341,7 @@ impl<W: Write> Server<W> {
                 if self.mode.has("hang_initialize") {
                     return Ok(None);
                 }
-                let result = json!({
+                let mut result = json!({
                     "capabilities": {
                         "textDocumentSync": 1,
                         "hoverProvider": true,
@@ -344,6 +352,14 @@ impl<W: Write> Server<W> {
                     },
                     "serverInfo": {"name": "fake", "version": "1.0"}
                 });
+                if self.mode.params.contains_key("workspace_symbols") {
+                    result["capabilities"]["workspaceSymbolProvider"] = json!(true);
+                    self.root = params
+                        .as_deref()
+                        .and_then(|p| serde_json::from_str::<serde_json::Value>(p.get()).ok())
+                        .and_then(|p| p["rootUri"].as_str().map(str::to_string))
+                        .and_then(|uri| uri.strip_prefix("file://").map(PathBuf::from));
+                }
                 self.answer(&id, &result.to_string())
             }
             _ if self.mode.has("crash_on_request") => Ok(Some(3)),
@@ -373,6 +389,10 @@ impl<W: Write> Server<W> {
                 );
                 write_message(&mut self.out, body.as_bytes())?;
                 Ok(None)
+            }
+            "workspace/symbol" if self.mode.params.contains_key("workspace_symbols") => {
+                let result = workspace_symbols(&self.mode, self.root.as_deref(), params.as_deref());
+                self.answer(&id, &result.to_string())
             }
             _ => {
                 if self.mode.has("huge_response") {
@@ -805,4 +825,45 @@ fn spawn_child_via_library() -> io::Result<i32> {
         let status = child.wait().await?;
         Ok(status.code().unwrap_or(1))
     })
+}
+
+/// `workspace_symbols=<n>`: n functions named as the query (see the module's comment).
+fn workspace_symbols(
+    mode: &Mode,
+    root: Option<&Path>,
+    params: Option<&RawValue>,
+) -> serde_json::Value {
+    let count: usize = mode
+        .params
+        .get("workspace_symbols")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    let query = params
+        .and_then(|p| serde_json::from_str::<serde_json::Value>(p.get()).ok())
+        .and_then(|p| p["query"].as_str().map(str::to_string))
+        .unwrap_or_default();
+    let symbol = |path: &Path, line: usize| {
+        let uri = url_of(path);
+        json!({"name": query, "kind": 12, "location": {"uri": uri, "range":
+            {"start": {"line": line, "character": 3}, "end": {"line": line, "character": 3 + query.len()}}}})
+    };
+    let mut symbols = Vec::new();
+    if let Some(outside) = std::env::var_os("FAKE_LSP_SYMBOL_OUTSIDE") {
+        symbols.push(symbol(Path::new(&outside), 0));
+    }
+    let count = if query.starts_with("outside_") {
+        0
+    } else {
+        count
+    };
+    let dir = root.map(Path::to_path_buf).unwrap_or_default();
+    for i in 0..count {
+        symbols.push(symbol(&dir.join(format!("s{}.fake", i % 100)), i / 100));
+    }
+    serde_json::Value::Array(symbols)
+}
+
+/// `file://` + the path, percent-encoding nothing but what a test path holds.
+fn url_of(path: &Path) -> String {
+    format!("file://{}", path.display()).replace(' ', "%20")
 }

@@ -10,7 +10,7 @@ pub(super) fn home_dir() -> Option<PathBuf> {
 }
 
 /// `path` with a leading home directory shown as `~`.
-pub(super) fn display_path(path: &Path) -> String {
+pub(crate) fn display_path(path: &Path) -> String {
     if let Some(home) = home_dir() {
         if home != Path::new("/") {
             if let Ok(rest) = path.strip_prefix(&home) {

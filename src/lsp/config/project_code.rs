@@ -54,10 +54,27 @@ pub fn project_code_switch(server: &str) -> &'static str {
         }
         "gopls" => "GOTOOLCHAIN=local (a go.mod cannot pick a toolchain to run)",
         "clangd" => "runs no project code (no --query-driver)",
+        "ruff" => "runs no project code",
         "pyright" | "basedpyright" | "pylsp" => {
-            "no switch: it may run the project's configured Python interpreter"
+            "cannot be turned off: it may run the project's configured Python interpreter"
         }
-        "zls" => "no switch: it runs the project's build.zig",
+        "eslint" => "cannot be turned off: it loads the project's ESLint, config and plugins",
+        "zls" => "cannot be turned off: it runs the project's build.zig",
         _ => "no switch known",
     }
+}
+
+/// [`project_code_switch`] in a few words, for `acp-lsp servers`' one line
+/// per policy; `None` for a server that runs no project code anyway.
+pub fn project_code_brief(server: &str) -> Option<&'static str> {
+    Some(match server {
+        "rust-analyzer" => "no build scripts or proc macros",
+        "typescript-language-server" => "no plugins, its own tsserver",
+        "gopls" => "GOTOOLCHAIN=local",
+        "clangd" | "ruff" => return None,
+        "pyright" | "basedpyright" | "pylsp" => "may still run the project's Python",
+        "eslint" => "still loads the project's ESLint",
+        "zls" => "still runs build.zig",
+        _ => "no switch known",
+    })
 }

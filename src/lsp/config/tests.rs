@@ -130,30 +130,30 @@ allowed_uri_schemes = ["jdt"]
 skip_dirs = ["target", "node_modules"]
 idle_grace_ms = 1000
 trusted_projects = ["/src/work"]
-[servers.ruff]
-command = "ruff"
+[servers.mylint]
+command = "mylint"
 args = ["server"]
 language_ids = ["python"]
 file_extensions = ["py"]
-root_markers = ["pyproject.toml", "ruff.toml"]
+root_markers = ["pyproject.toml", "mylint.toml"]
 [servers.aaa]
 command = "aaa-ls"
 language_ids = ["aaa"]
 file_extensions = [".aaa"]
 "#;
     let c = parse(text).unwrap_or_else(|e| panic!("{e}"));
-    let ruff = c
-        .server("ruff")
+    let mylint = c
+        .server("mylint")
         .cloned()
-        .unwrap_or_else(|| panic!("no ruff"));
-    assert_eq!(ruff.args, vec!["server".to_string()]);
-    assert_eq!(ruff.root_markers.len(), 2);
-    assert!(ruff.enabled);
-    assert_eq!(ruff.settings, json!({}));
-    assert_eq!(ruff.request_timeout_ms, 30_000);
+        .unwrap_or_else(|| panic!("no mylint"));
+    assert_eq!(mylint.args, vec!["server".to_string()]);
+    assert_eq!(mylint.root_markers.len(), 2);
+    assert!(mylint.enabled);
+    assert_eq!(mylint.settings, json!({}));
+    assert_eq!(mylint.request_timeout_ms, 30_000);
     // New servers come after built-ins, in file order.
     let n = c.servers.len();
-    assert_eq!(c.servers[n - 2].name, "ruff");
+    assert_eq!(c.servers[n - 2].name, "mylint");
     assert_eq!(c.servers[n - 1].name, "aaa");
     assert_eq!(c.servers[n - 1].file_extensions, vec!["aaa".to_string()]);
     assert_eq!(
@@ -171,7 +171,7 @@ file_extensions = [".aaa"]
 
 #[test]
 fn unknown_key_reports_line_column_and_key() {
-    let text = "idle_grace_ms = 5\n\n[servers.ruff]\ncommand = \"ruff\"\nlanguage_ids = [\"python\"]\nfile_extensions = [\"py\"]\nargz = [\"server\"]\n";
+    let text = "idle_grace_ms = 5\n\n[servers.mylint]\ncommand = \"mylint\"\nlanguage_ids = [\"python\"]\nfile_extensions = [\"py\"]\nargz = [\"server\"]\n";
     let err = parse(text).err().unwrap_or_else(|| panic!("accepted"));
     match &err {
         ConfigError::Parse {
@@ -179,13 +179,14 @@ fn unknown_key_reports_line_column_and_key() {
         } => {
             assert_eq!(*line, 7);
             assert_eq!(*column, 1);
-            assert_eq!(key.as_deref(), Some("servers.ruff.argz"));
+            assert_eq!(key.as_deref(), Some("servers.mylint.argz"));
         }
         other => panic!("wrong error {other:?}"),
     }
     let shown = err.to_string();
     assert!(
-        shown.starts_with("/etc/acp-lsp/config.toml:7:1: servers.ruff.argz: unknown field `argz`"),
+        shown
+            .starts_with("/etc/acp-lsp/config.toml:7:1: servers.mylint.argz: unknown field `argz`"),
         "{shown}"
     );
 }
@@ -197,13 +198,13 @@ fn unknown_top_level_key_and_wrong_type() {
         matches!(&err, Some(ConfigError::Parse { line: 2, key: Some(k), .. }) if k == "bogus"),
         "{err:?}"
     );
-    let err = parse("[servers.ruff]\ncommand = \"ruff\"\nargs = \"server\"\n").err();
+    let err = parse("[servers.mylint]\ncommand = \"mylint\"\nargs = \"server\"\n").err();
     match &err {
         Some(ConfigError::Parse {
             line, column, key, ..
         }) => {
             assert_eq!((*line, *column), (3, 8));
-            assert_eq!(key.as_deref(), Some("servers.ruff.args"));
+            assert_eq!(key.as_deref(), Some("servers.mylint.args"));
         }
         other => panic!("{other:?}"),
     }
@@ -218,7 +219,7 @@ fn unknown_top_level_key_and_wrong_type() {
 
 #[test]
 fn missing_command_is_invalid_and_names_key() {
-    let text = "skip_dirs = []\n\n[servers.ruff]\nargs = [\"server\"]\nlanguage_ids = [\"python\"]\nfile_extensions = [\"py\"]\n";
+    let text = "skip_dirs = []\n\n[servers.mylint]\nargs = [\"server\"]\nlanguage_ids = [\"python\"]\nfile_extensions = [\"py\"]\n";
     let err = parse(text).err().unwrap_or_else(|| panic!("accepted"));
     match &err {
         ConfigError::Invalid {
@@ -227,7 +228,7 @@ fn missing_command_is_invalid_and_names_key() {
             location,
             ..
         } => {
-            assert_eq!(key, "servers.ruff");
+            assert_eq!(key, "servers.mylint");
             assert_eq!(message, "missing field `command`");
             assert_eq!(*location, Some((3, 1)));
         }
@@ -235,7 +236,7 @@ fn missing_command_is_invalid_and_names_key() {
     }
     assert_eq!(
         err.to_string(),
-        "/etc/acp-lsp/config.toml:3:1: servers.ruff: missing field `command`"
+        "/etc/acp-lsp/config.toml:3:1: servers.mylint: missing field `command`"
     );
     // An override of a built-in needs no command.
     assert!(parse("[servers.clangd]\nargs = [\"--log=error\"]\n").is_ok());

@@ -50,6 +50,9 @@ impl Registry {
         for (_, timer) in self.idle.lock().drain() {
             timer.abort();
         }
+        for (_, install) in self.installs.lock().drain() {
+            install.abort();
+        }
         let servers = self.all_servers();
         futures::future::join_all(servers.iter().map(|s| s.stop())).await;
         let retiring: Vec<_> = self.retiring.lock().drain(..).collect();
@@ -93,6 +96,8 @@ impl Registry {
         })?;
         self.running.lock().touch(id);
         if server.status().state != ServerState::Idle {
+            // Being installed: it starts when the install is done.
+            server.start_when_installed();
             return Ok(());
         }
         let cap = self.config.max_running_servers;

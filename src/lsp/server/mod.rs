@@ -9,6 +9,7 @@
 
 mod diagnostics;
 mod handler;
+mod install;
 mod supervisor;
 mod sync;
 
@@ -211,6 +212,12 @@ struct Live {
     restarts: u32,
     /// When the running process was spawned, until its readiness is logged.
     spawned_at: Option<Instant>,
+    /// The command that installs the program, while it is not installed
+    /// or being installed (`install.rs`).
+    install_command: Option<String>,
+    /// Someone asked for the server while it was being installed: it
+    /// starts when the install is done.
+    start_when_installed: bool,
 }
 
 /// One language server and its supervisor.
@@ -406,6 +413,8 @@ impl Server {
                         .and_then(super::process::resident_memory_of),
                     degraded_roots: Vec::new(),
                     dropped: self.dropped_with(&live).any(),
+                    companion: config.secondary,
+                    install_command: live.install_command.clone(),
                 },
             },
         }

@@ -23,6 +23,10 @@ use tokio_util::task::AbortOnDropHandle;
 impl Server {
     /// Starts the supervisor once; later calls do nothing.
     pub fn ensure_started(self: &Arc<Self>) {
+        // No program yet: it starts once installed, if it is being installed.
+        if self.start_when_installed() || self.state() == ServerState::NotInstalled {
+            return;
+        }
         let mut started = self.started.lock();
         if started.is_some() || self.stop.is_cancelled() || self.spec.closing.is_cancelled() {
             return;
@@ -582,7 +586,11 @@ impl Server {
         if !wait.is_zero() {
             let mut rx = self.status.subscribe();
             let settled = |s: &Status| {
-                until(s) || matches!(s.state, ServerState::Failed | ServerState::Stopped)
+                until(s)
+                    || matches!(
+                        s.state,
+                        ServerState::Failed | ServerState::Stopped | ServerState::NotInstalled
+                    )
             };
             let _ = tokio::time::timeout(wait, rx.wait_for(settled)).await;
         }

@@ -5,33 +5,80 @@
 
 use super::*;
 
+/// Definition, type definition, implementation: a symbol, and the page of a long answer.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct PositionArgs {
-    /// The file: relative to the session's working directory, or absolute.
-    pub file: String,
-    /// 1-based line number.
-    pub line: u32,
-    /// 1-based column, counted in characters as editors show them.
-    pub column: u32,
+    #[serde(flatten)]
+    pub target: Target,
+    /// Skip this many results (a cut answer says which offset shows the rest).
+    #[serde(default)]
+    pub offset: Option<usize>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct HoverArgs {
+    #[serde(flatten)]
+    pub target: Target,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct ReferencesArgs {
-    /// The file: relative to the session's working directory, or absolute.
-    pub file: String,
-    /// 1-based line number.
-    pub line: u32,
-    /// 1-based column, counted in characters.
-    pub column: u32,
+    #[serde(flatten)]
+    pub target: Target,
     /// Also list the declaration itself (default true).
     #[serde(default)]
     pub include_declaration: Option<bool>,
+    /// Skip this many references (a cut answer says which offset shows the rest).
+    #[serde(default)]
+    pub offset: Option<usize>,
+}
+
+/// Which way a call hierarchy goes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Direction {
+    /// Who calls it.
+    #[default]
+    Incoming,
+    /// What it calls.
+    Outgoing,
+}
+
+impl Direction {
+    /// The argument's value (a plain string in the schema: `$ref`s and
+    /// `oneOf` are what agents' schema converters handle worst).
+    pub(super) fn parse(value: Option<&str>) -> ToolResult<Direction> {
+        match value {
+            None | Some("incoming") => Ok(Direction::Incoming),
+            Some("outgoing") => Ok(Direction::Outgoing),
+            Some(other) => Err(format!(
+                "direction is `incoming` or `outgoing`, not {other:?}"
+            )),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct CallHierarchyArgs {
+    #[serde(flatten)]
+    pub target: Target,
+    /// `incoming` (its callers, default) or `outgoing` (what it calls).
+    #[serde(default)]
+    pub direction: Option<String>,
+    /// Levels to follow, 1 to 3 (default 1).
+    #[serde(default)]
+    pub depth: Option<u32>,
+    /// Skip this many calls (a cut answer says which offset shows the rest).
+    #[serde(default)]
+    pub offset: Option<usize>,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct FileArgs {
     /// The file: relative to the session's working directory, or absolute.
     pub file: String,
+    /// Skip this many symbols (a cut answer says which offset shows the rest).
+    #[serde(default)]
+    pub offset: Option<usize>,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -41,27 +88,56 @@ pub struct WorkspaceSymbolsArgs {
     /// Only ask this server (by name, e.g. `rust-analyzer`); default: every server of the session.
     #[serde(default)]
     pub server: Option<String>,
+    /// Skip this many symbols (a cut answer says which offset shows the rest).
+    #[serde(default)]
+    pub offset: Option<usize>,
+}
+
+/// What `diagnostics` compares with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Since {
+    /// The session's last write (the agent's fs/write_text_file, acp-lsp's rename).
+    LastEdit,
+}
+
+impl Since {
+    pub(super) fn parse(value: Option<&str>) -> ToolResult<Option<Since>> {
+        match value {
+            None => Ok(None),
+            Some("last_edit") => Ok(Some(Since::LastEdit)),
+            Some(other) => Err(format!("since is `last_edit`, not {other:?}")),
+        }
+    }
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct DiagnosticsArgs {
-    /// Files to check (relative or absolute). Their diagnostics are waited
-    /// for until they reflect the files' current text. Default: every
-    /// diagnostic the servers have published.
+    /// Files to check (relative or absolute); waits until their diagnostics
+    /// reflect the files' current text. Default: what the servers published.
     #[serde(default)]
     pub files: Vec<String>,
+    /// `last_edit`: only the problems that appeared (new) or went away
+    /// (fixed) since the session last wrote files, in those files and the
+    /// files that may depend on them.
+    #[serde(default)]
+    pub since: Option<String>,
+    /// Skip this many entries (a cut answer says which offset shows the rest).
+    #[serde(default)]
+    pub offset: Option<usize>,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct RenameArgs {
-    /// The file: relative to the session's working directory, or absolute.
-    pub file: String,
-    /// 1-based line number of the symbol.
-    pub line: u32,
-    /// 1-based column of the symbol, counted in characters.
-    pub column: u32,
+    #[serde(flatten)]
+    pub target: Target,
     /// The new name.
     pub new_name: String,
+    /// Show the edit as a diff and write nothing (default false).
+    #[serde(default)]
+    pub dry_run: Option<bool>,
+    /// With `dry_run`: skip this many diff lines (a cut diff says which offset shows the rest).
+    #[serde(default)]
+    pub offset: Option<usize>,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -252,6 +328,14 @@ pub(super) async fn wait_ready(
         )),
         ServerState::Stopped => Err(format!("{name} is stopped")),
         ServerState::Idle => Err(format!("{name} is idle (not started)")),
+        ServerState::NotInstalled => Err(format!(
+            "{name} is not installed: run `{}` (or start acp-lsp with --auto-install)",
+            entry
+                .ours()
+                .install_command
+                .clone()
+                .unwrap_or_else(|| format!("acp-lsp install {name}"))
+        )),
         status => {
             let progress = entry
                 .ours()

@@ -1,10 +1,79 @@
 //! How the MCP tools show what servers answer: LSP positions back to
 //! 1-based `file:line:col` with the line's text (files read once, confined,
 //! kept while unchanged: [`super::texts`]),
-//! locations, symbols, hover text and reports as compact lines, at most
-//! [`MAX_LISTED`] of them.
+//! locations, symbols, hover text and reports as compact lines, cut to the
+//! budget ([`super::budget`]).
 
+use super::budget::{rest_line, Entry, Page, DEFAULT_BUDGET};
 use super::*;
+
+/// A tool's answer before it goes out: its text, and the structured
+/// content (the text is added to it as `summary`).
+pub(super) struct Answer {
+    pub(super) text: String,
+    pub(super) structured: serde_json::Map<String, Value>,
+}
+
+impl Answer {
+    pub(super) fn new(text: String, structured: Value) -> Answer {
+        let structured = match structured {
+            Value::Object(map) => map,
+            other => {
+                let mut map = serde_json::Map::new();
+                map.insert("result".into(), other);
+                map
+            }
+        };
+        Answer { text, structured }
+    }
+
+    /// With how the target was found as the first line.
+    pub(super) fn noted(mut self, note: Option<&str>) -> Answer {
+        if let Some(note) = note {
+            self.text = format!("{note}\n{}", self.text);
+            self.structured
+                .insert("resolved".into(), Value::String(note.to_string()));
+        }
+        self
+    }
+
+    /// With where the answer came from as the very first line, when a SCIP
+    /// index stood in for the live server (`source` in the structured content).
+    pub(super) fn sourced(mut self, source: Option<&str>) -> Answer {
+        if let Some(source) = source {
+            self.text = format!("{source}\n{}", self.text);
+            self.structured
+                .insert("source".into(), Value::String(source.to_string()));
+        }
+        self
+    }
+
+    /// With a warning that the answer is partial, and what would fix it, last.
+    pub(super) fn hinted(mut self, hint: Option<String>) -> Answer {
+        if let Some(hint) = hint {
+            self.text.push_str(&format!("partial: {hint}\n"));
+            self.structured
+                .insert("partial".into(), Value::String(hint));
+        }
+        self
+    }
+
+    pub(super) fn into_result(self) -> CallToolResult {
+        ok(self.text, Value::Object(self.structured))
+    }
+}
+
+/// The page of `entries` from `offset`, in the structured content as
+/// `total`, `offset` and (when more follow) `nextOffset`.
+pub(super) fn page_fields(page: &Page) -> serde_json::Map<String, Value> {
+    let mut fields = serde_json::Map::new();
+    fields.insert("total".into(), json!(page.total));
+    fields.insert("offset".into(), json!(page.start));
+    if page.more() {
+        fields.insert("nextOffset".into(), json!(page.end));
+    }
+    fields
+}
 
 /// A point in a file as agents read it.
 pub(super) struct Point {
@@ -125,6 +194,11 @@ impl<'a> Files<'a> {
         }
     }
 
+    /// A file's text, if it was loaded.
+    pub(super) fn text_of(&self, path: &Path) -> Option<Arc<Text>> {
+        self.texts.get(path).cloned().flatten()
+    }
+
     pub(super) fn display_path(&self, path: &Path) -> String {
         for root in &self.roots {
             if let Ok(rel) = path.strip_prefix(root) {
@@ -186,42 +260,88 @@ impl<'a> Files<'a> {
     }
 }
 
-/// Location | Location[] | LocationLink[] | null as `file:line:col: text` lines.
+/// Location | Location[] | LocationLink[] | null as `file:line:col: text`
+/// lines: the page from `offset` within the budget, only the files of the
+/// page read (a result of thousands of locations costs a page of reads).
 pub(super) async fn render_locations(
     tool: &SessionFacade,
     cache: &TextCache,
     encoding: PositionEncoding,
     result: &Value,
     what: &str,
-) -> CallToolResult {
-    let items: Vec<&Value> = match result {
+    offset: usize,
+) -> Answer {
+    let items: Vec<(&str, &Value)> = match result {
         Value::Array(items) => items.iter().collect(),
         Value::Null => Vec::new(),
         single => vec![single],
-    };
+    }
+    .into_iter()
+    .map(|item| match item.get("targetUri") {
+        Some(uri) => (
+            uri.as_str().unwrap_or_default(),
+            &item["targetSelectionRange"],
+        ),
+        None => (item["uri"].as_str().unwrap_or_default(), &item["range"]),
+    })
+    .collect();
+    let total = items.len();
     let mut files = Files::new(tool, cache, encoding);
-    files.load(result, &[]).await;
     let mut lines = Vec::new();
     let mut structured = Vec::new();
-    for item in items {
-        let (uri, range) = match item.get("targetUri") {
-            Some(uri) => (uri, &item["targetSelectionRange"]),
-            None => (&item["uri"], &item["range"]),
-        };
-        let uri = uri.as_str().unwrap_or_default();
+    let mut used = 0;
+    let mut end = offset.min(total);
+    for (uri, range) in items.iter().skip(offset) {
+        files.load(&Value::Null, &[uri.to_string()]).await;
         let start = files.point(uri, &range["start"]);
-        let end = files.point(uri, &range["end"]);
-        lines.push(format!("{}: {}", start.label(), start.text));
+        let stop = files.point(uri, &range["end"]);
+        let line = format!("{}: {}", start.label(), start.text);
+        if !lines.is_empty() && used + line.len() + 1 > DEFAULT_BUDGET {
+            break;
+        }
+        used += line.len() + 1;
+        lines.push(line);
         structured.push(json!({
             "file": start.file, "line": start.line, "column": start.column,
-            "endLine": end.line, "endColumn": end.column, "text": start.text,
+            "endLine": stop.line, "endColumn": stop.column, "text": start.text,
         }));
+        end += 1;
     }
-    let mut text = list(&lines, &format!("no {what} found"));
-    if !lines.is_empty() {
-        text = format!("{}:\n{text}", counted(lines.len(), what));
+    let page = Page {
+        start: offset,
+        end,
+        total,
+    };
+    let mut text = String::new();
+    if total == 0 {
+        text.push_str(&format!("no {what} found\n"));
+    } else if offset >= total {
+        text.push_str(&format!(
+            "offset {offset} is past the end: there are {total} {what}\n"
+        ));
+    } else {
+        let shown = if offset == 0 && end == total {
+            String::new()
+        } else {
+            format!(" ({}–{end} shown)", offset + 1)
+        };
+        text.push_str(&format!("{}{shown}:\n", counted(total, what)));
+        for line in &lines {
+            text.push_str(line);
+            text.push('\n');
+        }
+        if end < total {
+            let left: Vec<String> = items[end..]
+                .iter()
+                .map(|(uri, _)| files.display_uri(uri))
+                .collect();
+            text.push_str(&rest_line(left.iter().map(String::as_str), end));
+            text.push('\n');
+        }
     }
-    ok(text, json!({ "locations": structured }))
+    let mut fields = page_fields(&page);
+    fields.insert("locations".into(), Value::Array(structured));
+    Answer::new(text, Value::Object(fields))
 }
 
 /// One symbol, flattened with its depth.
@@ -275,8 +395,8 @@ pub(super) fn collect_symbols(
     }
 }
 
-pub(super) fn render_symbols(symbols: &[Symbol], empty: &str) -> CallToolResult {
-    let lines: Vec<String> = symbols
+pub(super) fn render_symbols(symbols: &[Symbol], empty: &str, offset: usize) -> Answer {
+    let entries: Vec<Entry> = symbols
         .iter()
         .map(|s| {
             let detail = if s.detail.is_empty() {
@@ -284,85 +404,37 @@ pub(super) fn render_symbols(symbols: &[Symbol], empty: &str) -> CallToolResult 
             } else {
                 format!(" — {}", first_line(&s.detail))
             };
-            format!(
-                "{}{} {} {}{detail}",
-                "  ".repeat(s.depth),
-                s.kind,
-                s.name,
-                s.at.label()
+            Entry::new(
+                s.at.file.clone(),
+                format!(
+                    "{}{} {} {}{detail}",
+                    "  ".repeat(s.depth),
+                    s.kind,
+                    s.name,
+                    s.at.label()
+                ),
             )
         })
         .collect();
+    let page = Page::cut(&entries, offset, DEFAULT_BUDGET);
     let structured: Vec<Value> = symbols
         .iter()
+        .skip(page.start)
+        .take(page.end.saturating_sub(page.start))
         .map(|s| {
             json!({ "name": s.name, "kind": s.kind, "depth": s.depth, "detail": s.detail,
                     "file": s.at.file, "line": s.at.line, "column": s.at.column })
         })
         .collect();
-    ok(list(&lines, empty), json!({ "symbols": structured }))
+    let mut fields = page_fields(&page);
+    fields.insert("symbols".into(), Value::Array(structured));
+    Answer::new(page.render(&entries, empty), Value::Object(fields))
 }
 
-pub(super) fn render_report(
-    tool: &SessionFacade,
-    cache: &TextCache,
-    report: &ApplyReport,
-    server: &str,
-    new_name: &str,
-    through: &str,
-) -> CallToolResult {
-    let files = Files::new(tool, cache, PositionEncoding::Utf16);
-    let show = |paths: &[PathBuf]| -> Vec<String> {
-        paths.iter().map(|p| files.display_path(p)).collect()
-    };
-    let changed = show(&report.written);
-    let created = show(&report.created);
-    let deleted = show(&report.deleted);
-    let renamed: Vec<(String, String)> = report
-        .renamed
-        .iter()
-        .map(|(a, b)| (files.display_path(a), files.display_path(b)))
-        .collect();
-    let mut text = format!("renamed to {new_name} with {server}, written through {through}:\n");
-    for f in &changed {
-        text.push_str(&format!("changed {f}\n"));
-    }
-    for f in &created {
-        text.push_str(&format!("created {f}\n"));
-    }
-    for (a, b) in &renamed {
-        text.push_str(&format!("renamed {a} -> {b}\n"));
-    }
-    for f in &deleted {
-        text.push_str(&format!("deleted {f}\n"));
-    }
-    if changed.is_empty() && created.is_empty() && renamed.is_empty() && deleted.is_empty() {
-        text.push_str("no file needed a change\n");
-    }
-    ok(
-        text,
-        json!({ "changed": changed, "created": created, "deleted": deleted,
-                "renamed": renamed.iter().map(|(a, b)| json!({"from": a, "to": b})).collect::<Vec<_>>() }),
-    )
-}
-
-/// Lines, at most [`MAX_LISTED`], or `empty`.
+/// Lines, or `empty`: for short lists that need no page (code actions).
 pub(super) fn list(lines: &[String], empty: &str) -> String {
-    if lines.is_empty() {
-        return format!("{empty}\n");
-    }
-    let mut text = String::new();
-    for line in lines.iter().take(MAX_LISTED) {
-        text.push_str(line);
-        text.push('\n');
-    }
-    if lines.len() > MAX_LISTED {
-        text.push_str(&format!(
-            "… and {} more (all are in the structured content)\n",
-            lines.len() - MAX_LISTED
-        ));
-    }
-    text
+    let entries: Vec<Entry> = lines.iter().map(|l| Entry::new("", l.clone())).collect();
+    Page::cut(&entries, 0, DEFAULT_BUDGET).render(&entries, empty)
 }
 
 /// "1 reference", "2 references" (`plural` ends in s).

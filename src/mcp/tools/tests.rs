@@ -32,6 +32,10 @@ fn a_tool_search_finds_each_tool_by_what_it_does() {
         ("workspace symbols", "workspace_symbols"),
         ("compile errors", "diagnostics"),
         ("quick fixes", "code_actions"),
+        ("implementations", "implementation"),
+        ("go to type definition", "type_definition"),
+        ("call hierarchy", "call_hierarchy"),
+        ("functions it calls", "call_hierarchy"),
     ] {
         assert_eq!(found(phrase), [tool], "searching {phrase:?}");
     }
@@ -85,12 +89,47 @@ fn positions_are_one_based_characters() {
     assert!(lsp_position(text, path, 9, 1, PositionEncoding::Utf16).is_err());
 }
 
+/// Every tool's schema stays small: a model reads it on every turn.
 #[test]
-fn long_lists_are_cut_with_a_count() {
-    let lines: Vec<String> = (0..MAX_LISTED + 3).map(|i| i.to_string()).collect();
-    let text = list(&lines, "none");
-    assert!(text.ends_with("… and 3 more (all are in the structured content)\n"));
-    assert_eq!(list(&[], "none"), "none\n");
+fn the_tool_schemas_are_small_and_every_position_tool_takes_a_symbol() {
+    let tools = LspTools::tool_router().list_all();
+    for tool in &tools {
+        let schema = serde_json::to_string(&tool.input_schema).unwrap();
+        assert!(
+            schema.len() < 2500,
+            "{}: {} bytes: {schema}",
+            tool.name,
+            schema.len()
+        );
+    }
+    for name in [
+        "definition",
+        "references",
+        "hover",
+        "rename",
+        "implementation",
+        "call_hierarchy",
+        "type_definition",
+    ] {
+        let tool = tools.iter().find(|t| t.name == name).unwrap();
+        let properties = tool.input_schema.get("properties").unwrap();
+        for field in ["symbol", "file", "line", "column"] {
+            assert!(
+                properties.get(field).is_some(),
+                "{name} lacks {field}: {properties}"
+            );
+        }
+        let required: Vec<&str> = tool
+            .input_schema
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|r| r.iter().filter_map(|v| v.as_str()).collect())
+            .unwrap_or_default();
+        assert!(
+            required.iter().all(|r| *r == "new_name"),
+            "{name} requires {required:?}: a symbol alone must do"
+        );
+    }
 }
 
 #[test]

@@ -52,6 +52,11 @@ pub enum ServerState {
     /// nested server stopped after idling or to make room under
     /// `max_running_servers`. Starts on use.
     Idle,
+    /// Its program is being installed (`auto_install`); it starts when
+    /// the install is done. `progress` says what the install does.
+    Installing,
+    /// Its program is not installed; `installCommand` installs it.
+    NotInstalled,
 }
 
 impl ServerState {
@@ -64,6 +69,8 @@ impl ServerState {
             ServerState::Failed => "failed",
             ServerState::Stopped => "stopped",
             ServerState::Idle => "idle",
+            ServerState::Installing => "installing",
+            ServerState::NotInstalled => "not_installed",
         }
     }
 
@@ -73,17 +80,21 @@ impl ServerState {
     pub fn wire(self) -> State {
         match self {
             ServerState::Ready => State::Running,
-            ServerState::Starting | ServerState::Indexing | ServerState::Restarting => {
-                State::Starting
-            }
-            ServerState::Failed | ServerState::Stopped | ServerState::Idle => State::NotRunning,
+            ServerState::Starting
+            | ServerState::Indexing
+            | ServerState::Restarting
+            | ServerState::Installing => State::Starting,
+            ServerState::Failed
+            | ServerState::Stopped
+            | ServerState::Idle
+            | ServerState::NotInstalled => State::NotRunning,
         }
     }
 
     /// Whether an agent may expect the same request to work later without
     /// anyone stepping in.
     pub fn will_run(self) -> bool {
-        !matches!(self, ServerState::Failed)
+        !matches!(self, ServerState::Failed | ServerState::NotInstalled)
     }
 }
 
@@ -173,6 +184,15 @@ pub struct AcpLspEntry {
     /// nothing was.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dropped: Option<Dropped>,
+    /// A companion (`secondary = true`: ruff beside pyright) runs beside its
+    /// language's primary; navigation is the primary's, diagnostics and code
+    /// actions come from both.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub companion: bool,
+    /// The command that installs the server (`acp-lsp install pyright`),
+    /// while it is `not_installed`, `installing` or failed to install.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub install_command: Option<String>,
 }
 
 /// What acp-lsp dropped from one server's output because a table was at its
@@ -260,7 +280,13 @@ mod tests {
         ] {
             assert_eq!(s.wire(), State::Starting, "{s:?}");
         }
-        for s in [ServerState::Failed, ServerState::Stopped, ServerState::Idle] {
+        assert_eq!(ServerState::Installing.wire(), State::Starting);
+        for s in [
+            ServerState::Failed,
+            ServerState::Stopped,
+            ServerState::Idle,
+            ServerState::NotInstalled,
+        ] {
             assert_eq!(s.wire(), State::NotRunning, "{s:?}");
         }
     }
