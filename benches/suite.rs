@@ -12,6 +12,7 @@
 //! 7. The MCP tools against mcpls 0.6.0 on the same rust-analyzer (`support::mcp`).
 //! 8. Memory: the proxy's RSS against mcpls's, warm and after 1,000 tool calls (`support::mcp`).
 //! 9. What `references` is worth against `rg -w` on fetched real projects (`support::value`).
+//! 10. SCIP indexes: session → first correct references with an index and without, on serde_json; index RSS per million occurrences (`support::scip`).
 //!
 //! Environment: `BENCH_FIGURES=1,2,…` runs only those figures (default all;
 //! 7 and 8 come from one run of `support::mcp`).
@@ -107,6 +108,7 @@ fn main() {
             8 if figures.contains(&7) => continue,
             8 => runtime.block_on(support::mcp::run(&table, &figures)),
             9 => runtime.block_on(support::value::run(&table)),
+            10 => runtime.block_on(support::scip::run(&table)),
             other => {
                 eprintln!("no figure {other}");
                 Ok(())

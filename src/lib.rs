@@ -20,5 +20,6 @@ pub mod mcp;
 pub mod proxy_host;
 pub(crate) mod read;
 pub mod record;
+pub mod scip;
 pub mod session_facade;
 pub(crate) mod sys;

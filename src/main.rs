@@ -26,6 +26,8 @@ use std::sync::Arc;
 mod args;
 #[path = "main/chain.rs"]
 mod chain;
+#[path = "main/index.rs"]
+mod index;
 #[path = "main/install.rs"]
 mod install;
 
@@ -243,6 +245,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             config,
             log,
         } => install::run_uninstall(servers, all, config, &log),
+        Command::Index(args) => index::run(args),
     }
 }
 

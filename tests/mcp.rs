@@ -1182,3 +1182,89 @@ async fn a_bridge_on_sockets_as_node_agents_start_it_hands_them_over_too() {
     proxy.registry.shutdown().await;
     proxy.relay.abort();
 }
+
+/// While the file's live server is starting (rust-analyzer held before it
+/// starts by a FIFO nobody opens), the position tools answer from the
+/// project's SCIP index (built by `acp-lsp index` with the real
+/// `rust-analyzer scip`) and say so; without the index they would wait for
+/// rust-analyzer and report it still indexing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tools_answer_from_a_scip_index_while_the_server_starts_and_say_so() {
+    support::require("rust-analyzer", "rustup component add rust-analyzer");
+    let held = tempfile::tempdir().expect("tempdir");
+    let fifo = held.path().join("go");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo runs");
+    assert!(made.success(), "mkfifo failed");
+    let mut config = Config::builtin();
+    let server = config
+        .servers
+        .iter_mut()
+        .find(|s| s.name == "rust-analyzer")
+        .expect("the built-in rust-analyzer");
+    server.command = "sh".into();
+    server.args = vec![
+        "-c".into(),
+        format!("read go < '{}' && exec rust-analyzer", fifo.display()),
+    ];
+    let mut proxy = Proxy::start_with(
+        config,
+        |root| {
+            support::copy_tree(
+                &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/projects/rust-three-files"),
+                root,
+            );
+            let out = std::process::Command::new(env!("CARGO_BIN_EXE_acp-lsp"))
+                .arg("index")
+                .arg(root)
+                .output()
+                .expect("acp-lsp index runs");
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        },
+        Duration::from_secs(5),
+    )
+    .await;
+    proxy.initialize(false).await;
+    let entry = proxy.new_session("s1").await;
+    let client = connect(&entry).await;
+    let (refs, structured) = success(
+        "references",
+        &call(
+            &client,
+            "references",
+            json!({"file": "src/geometry.rs", "line": 2, "column": 8}),
+        )
+        .await,
+    );
+    assert!(
+        refs.starts_with("(answered from the SCIP index scip@"),
+        "{refs}"
+    );
+    for needle in [
+        "src/geometry.rs:2:8: pub fn area(width: u32, height: u32) -> u32 {",
+        "src/report.rs:5:5: area(side, side)",
+        "src/stats.rs:5:27: let first = geometry::area(a.0, a.1);",
+        "src/stats.rs:6:28: let second = geometry::area(b.0, b.1);",
+    ] {
+        assert!(refs.contains(needle), "{needle:?} not in\n{refs}");
+    }
+    assert!(
+        structured["source"]
+            .as_str()
+            .is_some_and(|s| s.contains("SCIP index")),
+        "{structured}"
+    );
+    let (servers, _) = success(
+        "lsp_servers",
+        &call(&client, "lsp_servers", json!({})).await,
+    );
+    assert!(!servers.contains("rust-analyzer [ready]"), "{servers}");
+    drop(client);
+    drop(proxy);
+}

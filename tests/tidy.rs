@@ -83,12 +83,18 @@ const PROXY_LAYERS: &[Layer] = &[
     layer("read", &["sys"]),
     // The planner is pure; applying reads and writes files.
     layer("edit", &["gate", "jsonrpc", "read", "record", "sys"]),
+    // SCIP indexes answer below the servers; the registry serves them
+    // beside its live servers (`lsp::registry::indexes`).
+    layer("scip", &["gate", "jsonrpc", "read", "sys"]),
     // Recipes, the store and the registries' tools: nothing above the kernel.
     layer("install", &["sys"]),
-    // `install`: a missing server's recipe, installs on first use.
+    // `install`: a missing server's recipe, installs on first use; `scip`:
+    // the indexes served beside the live servers.
     layer(
         "lsp",
-        &["gate", "install", "jsonrpc", "read", "record", "sys"],
+        &[
+            "gate", "install", "jsonrpc", "read", "record", "scip", "sys",
+        ],
     ),
     // What the command line shows people, about servers (progress, the
     // servers view, install's plan).
@@ -129,6 +135,7 @@ const PROXY_LAYERS: &[Layer] = &[
             "proxy_host",
             "read",
             "record",
+            "scip",
             "session_facade",
             "sys",
         ],

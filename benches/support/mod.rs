@@ -12,6 +12,7 @@ pub mod real_servers;
 pub mod relay;
 pub mod requests;
 pub mod scale;
+pub mod scip;
 pub mod shared;
 pub mod value;
 

@@ -48,6 +48,7 @@
 //! `max_requests_per_session`, `max_requests_total` (the gate's quotas), `mcp_http`
 //! (a table: `max_body_bytes`, `max_concurrent`, `read_timeout_ms`), `servers`,
 //! `shared` (`true`: `acp-lsp proxy` acts as with `--shared`, see `crate::daemon`),
+//! `indexes` (a table: `paths`, `conventional`, `max_occurrences`, `max_bytes`; see `crate::scip::config`),
 //! `auto_install` (`true`: a session installs a needed server it lacks, see
 //! `lsp::registry`), and `[install.NAME]` tables: how `acp-lsp install NAME`
 //! gets the server NAME (`crate::install::RecipePatch`; a `version` given
@@ -235,6 +236,8 @@ pub struct Config {
     /// A session whose project needs a server that is not installed
     /// installs it (the file key `auto_install`, like `--auto-install`).
     pub auto_install: bool,
+    /// Where SCIP indexes are found and what loading one may take (`[indexes]`, `crate::scip`).
+    pub indexes: crate::scip::IndexesConfig,
     /// How to install each server, by server name (`[install.NAME]`).
     pub install: BTreeMap<String, Recipe>,
     /// Files that were read, in order.
@@ -341,6 +344,7 @@ struct FileConfig {
     mcp_http: Option<McpHttpPatch>,
     shared: Option<bool>,
     auto_install: Option<bool>,
+    indexes: Option<crate::scip::IndexesPatch>,
     #[serde(default)]
     servers: BTreeMap<String, ServerPatch>,
     /// `[install.NAME]`: how to install the server NAME (`crate::install`).
@@ -421,6 +425,7 @@ impl Config {
             mcp_http: McpHttpLimits::default(),
             shared: false,
             auto_install: false,
+            indexes: crate::scip::IndexesConfig::default(),
             install: BTreeMap::new(),
             sources: Vec::new(),
         }
@@ -653,6 +658,12 @@ fn apply_top_level(
         config.project_code = Some(code);
     }
     apply_limits(config, &mut file, at)?;
+    if let Some(indexes) = file.indexes.take() {
+        config
+            .indexes
+            .apply(indexes, |p| resolve_path(p, at.origin))
+            .map_err(|(key, message)| at.invalid(key, message))?;
+    }
     if let Some(trusted) = file.trusted_projects.take() {
         if kind == FileKind::Project {
             return Err(at.invalid(

@@ -37,6 +37,7 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::{AbortOnDropHandle, TaskTracker};
 
+mod indexes;
 mod install;
 mod lifecycle;
 
@@ -179,6 +180,8 @@ pub struct Registry {
     /// Servers refused for `max_running_servers` since their last start
     /// (said once in the log; their entries say why).
     refused: Mutex<HashSet<String>>,
+    /// The sessions' SCIP indexes, servers of their own (`crate::scip`).
+    indexes: crate::scip::Indexes,
     /// Installs under way (`auto_install`), by server id: aborted by `shutdown`.
     installs: Mutex<HashMap<String, tokio::task::JoinHandle<()>>>,
     /// Servers found missing (by id) whose install or warning is still to
@@ -196,6 +199,7 @@ pub struct Registry {
 impl Registry {
     pub fn new(config: Config, mut options: RegistryOptions) -> Arc<Registry> {
         options.lazy |= config.lazy;
+        let indexes = crate::scip::Indexes::new(config.indexes.clone());
         options.auto_install |= config.auto_install;
         Arc::new_cyclic(|me| Registry {
             me: me.clone(),
@@ -215,6 +219,7 @@ impl Registry {
             nested_timers: Mutex::new(HashMap::new()),
             retiring: Mutex::new(Vec::new()),
             refused: Mutex::new(HashSet::new()),
+            indexes,
             installs: Mutex::new(HashMap::new()),
             missing: Mutex::new(HashMap::new()),
             closing: CancellationToken::new(),
@@ -526,7 +531,10 @@ impl Registry {
 impl Registry {
     /// [`LspHost::servers`] without `memoryBytes` and `degradedRoots`.
     pub async fn servers_brief(&self, session: &Session) -> Vec<ServerEntry> {
-        self.entries(session, false).await
+        let (mut entries, indexes) =
+            tokio::join!(self.entries(session, false), self.indexes.entries(session));
+        entries.extend(indexes);
+        entries
     }
 
     /// The session's entries; `full`: with `memoryBytes` and `degradedRoots`.
@@ -567,13 +575,19 @@ impl Registry {
 
 impl LspHost for Registry {
     async fn servers(&self, session: &Session) -> Vec<ServerEntry> {
-        self.entries(session, true).await
+        let (mut entries, indexes) =
+            tokio::join!(self.entries(session, true), self.indexes.entries(session));
+        entries.extend(indexes);
+        entries
     }
 
     async fn request(&self, call: HostCall) -> Result<HostReply, GateError> {
         let route = self.route(call.session(), call.server_id()).await?;
         // The gate's checks against this server; then the request to send.
         let call = call.route(&route)?;
+        if self.indexes.is_index(&call.server_id) {
+            return self.indexes.request(call, self).await;
+        }
         // In flight from here: not stopped for idleness or to make room.
         let _use = InUse::begin(self, &call.server_id);
         // The server it names starts if idle (first: it must not lose its
@@ -633,6 +647,7 @@ impl LspHost for Registry {
     }
 
     fn session_opened(self: &Arc<Self>, session: &Arc<Session>) {
+        self.open_indexes(session);
         let (tx, rx) = watch::channel(None);
         self.write().sessions.insert(session.id().to_string(), rx);
         let registry = Arc::clone(self);
@@ -649,6 +664,7 @@ impl LspHost for Registry {
     }
 
     fn session_closed(self: &Arc<Self>, session: &Arc<Session>) {
+        self.indexes.session_closed(session);
         self.unwatch_session(session.id());
         let orphaned: Vec<String> = {
             let mut tables = self.write();
@@ -779,6 +795,15 @@ impl Registry {
             server_id: server_id.into(),
             servers: Vec::new(),
         };
+        if self.indexes.is_index(server_id) {
+            return self
+                .indexes
+                .route(session, server_id)
+                .await
+                .ok_or_else(unknown);
+        }
+        // A server of another session is unknown here too: sessions do not
+        // learn of each other's servers.
         let attached = self.session_servers(session.id()).await.unwrap_or_default();
         if !attached.ids.iter().any(|id| id == server_id) {
             return Err(unknown());

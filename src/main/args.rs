@@ -259,6 +259,10 @@ pub(crate) enum Command {
         #[command(flatten)]
         log: LogArgs,
     },
+    /// Build SCIP indexes of a project (rust-analyzer scip, scip-python,
+    /// scip-typescript) where a session on it finds them, with the sidecar
+    /// that lets acp-lsp answer from them before the live servers are ready.
+    Index(crate::index::IndexArgs),
 }
 
 #[derive(Subcommand)]

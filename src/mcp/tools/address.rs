@@ -51,6 +51,9 @@ pub(super) struct At {
     pub(super) name: Option<String>,
     /// How the target was found, for the answer's first line.
     pub(super) note: Option<String>,
+    /// Said before the answer when a SCIP index stands in for the file's
+    /// live server (still starting): where the answer came from.
+    pub(super) source: Option<String>,
 }
 
 impl At {
@@ -259,6 +262,13 @@ impl LspTools {
         let entry = ready_server(&tool, None, Some(&path)).await?;
         let encoding = encoding_of(&entry);
         let uri = file_uri(&path)?;
+        let source = (entry.name == crate::scip::SERVER_NAME).then(|| {
+            format!(
+                "(answered from the SCIP index {} while the language server starts: \
+                 files changed since it was built are left out)",
+                entry.ours().version.as_deref().unwrap_or("scip")
+            )
+        });
         Ok(At {
             tool,
             entry,
@@ -269,6 +279,7 @@ impl LspTools {
             column,
             name,
             note,
+            source,
         })
     }
 

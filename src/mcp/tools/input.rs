@@ -287,13 +287,23 @@ pub(super) fn lsp_position(
         .map_err(|e| e.to_string())
 }
 
-/// The server for `file` (or named `name`), once ready.
+/// The server for `file` (or named `name`), once ready. While the live
+/// server is not ready, a ready SCIP index of the file stands in (it answers
+/// from the files unchanged since it was built; `crate::scip::host`).
 pub(super) async fn ready_server(
     tool: &SessionFacade,
     name: Option<&str>,
     file: Option<&Path>,
 ) -> ToolResult<ServerEntry> {
     let entry = tool.pick_server_brief(name, file).await.map_err(describe)?;
+    let index = crate::scip::SERVER_NAME;
+    if entry.status() != ServerState::Ready && name.is_none() && entry.name != index {
+        if let Ok(standing_in) = tool.pick_server_brief(Some(index), file).await {
+            if standing_in.status() == ServerState::Ready {
+                return Ok(standing_in);
+            }
+        }
+    }
     wait_ready(tool, entry).await
 }
 

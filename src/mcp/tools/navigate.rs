@@ -67,7 +67,11 @@ impl LspTools {
         )
         .await;
         let hint = partial_view(&at.tool, &at.entry, &at.path).await;
-        Ok(answer.noted(at.note.as_deref()).hinted(hint).into_result())
+        Ok(answer
+            .noted(at.note.as_deref())
+            .sourced(at.source.as_deref())
+            .hinted(hint)
+            .into_result())
     }
 
     pub(super) async fn references_inner(
@@ -102,7 +106,11 @@ impl LspTools {
         )
         .await;
         let hint = partial_view(&at.tool, &at.entry, &at.path).await;
-        Ok(answer.noted(at.note.as_deref()).hinted(hint).into_result())
+        Ok(answer
+            .noted(at.note.as_deref())
+            .sourced(at.source.as_deref())
+            .hinted(hint)
+            .into_result())
     }
 
     pub(super) async fn hover_inner(&self, args: HoverArgs) -> ToolResult<CallToolResult> {
@@ -135,6 +143,9 @@ impl LspTools {
             hover.push_str(&format!("\n… (cut at {cut} of {full} bytes)"));
         }
         let answer = Answer::new(hover.clone(), json!({ "contents": hover }));
-        Ok(answer.noted(at.note.as_deref()).into_result())
+        Ok(answer
+            .noted(at.note.as_deref())
+            .sourced(at.source.as_deref())
+            .into_result())
     }
 }

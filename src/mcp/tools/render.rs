@@ -37,6 +37,17 @@ impl Answer {
         self
     }
 
+    /// With where the answer came from as the very first line, when a SCIP
+    /// index stood in for the live server (`source` in the structured content).
+    pub(super) fn sourced(mut self, source: Option<&str>) -> Answer {
+        if let Some(source) = source {
+            self.text = format!("{source}\n{}", self.text);
+            self.structured
+                .insert("source".into(), Value::String(source.to_string()));
+        }
+        self
+    }
+
     /// With a warning that the answer is partial, and what would fix it, last.
     pub(super) fn hinted(mut self, hint: Option<String>) -> Answer {
         if let Some(hint) = hint {
