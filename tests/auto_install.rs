@@ -9,6 +9,9 @@
 //! version is not what gets installed.
 //!
 //! One test function: it sets the process's environment first.
+// Unix only: it needs the Linux tools CI installs, /proc or Unix signals
+// and sockets; what runs on Windows, and why the rest does not: docs/testing.md.
+#![cfg(unix)]
 
 mod support;
 

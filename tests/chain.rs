@@ -15,37 +15,24 @@
 //! (`tests/real_agents.rs` runs an npm agent in the same chain,
 //! `tests/example_rename.rs` the RFD-literal example agent.)
 //! Needs the conductor, elizacp and pyright on PATH; fails without them.
+// Unix only: it needs the Linux tools CI installs, /proc or Unix signals
+// and sockets; what runs on Windows, and why the rest does not: docs/testing.md.
+#![cfg(unix)]
 
 mod support;
 
-use agent_client_protocol::schema::ProtocolVersion;
-use agent_client_protocol::v1::schema::{
-    ClientCapabilities, ContentBlock, FileSystemCapabilities, InitializeRequest, NewSessionRequest,
-    PromptRequest, ReadTextFileRequest, ReadTextFileResponse, SessionNotification, SessionUpdate,
-    TextContent, WriteTextFileRequest, WriteTextFileResponse,
-};
-use agent_client_protocol::v1::ConnectionTo;
-use agent_client_protocol::{AcpAgent, AcpAgentConfig, Agent, Client, ErrorCode};
+use agent_client_protocol::{AcpAgent, AcpAgentConfig};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use support::acp_editor::{lock, Seen};
 
 /// Bound on one whole conversation (conductor, two proxies, agent, pyright).
 const SESSION_TIMEOUT: Duration = Duration::from_secs(240);
 const CONDUCTOR: &str = "agent-client-protocol-conductor";
 const CONDUCTOR_INSTALL: &str =
     "cargo install --locked agent-client-protocol-conductor (or run .ci/run)";
-
-#[derive(Default)]
-struct Seen {
-    messages: Vec<String>,
-    writes: Vec<PathBuf>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
 
 /// `'arg'` for the conductor's component strings (split like a POSIX shell).
 fn quoted(arg: &Path) -> String {
@@ -111,81 +98,7 @@ async fn converse(
     prompts: &[String],
     seen: Arc<Mutex<Seen>>,
 ) -> Vec<String> {
-    let root = root.to_path_buf();
-    let prompts = prompts.to_vec();
-    let result = Client
-        .v1()
-        .name("acp-lsp-chain-test")
-        .on_receive_notification(
-            {
-                let seen = seen.clone();
-                async move |notification: SessionNotification, _cx| {
-                    if let SessionUpdate::AgentMessageChunk(chunk) = notification.update {
-                        if let ContentBlock::Text(text) = chunk.content {
-                            lock(&seen).messages.push(text.text);
-                        }
-                    }
-                    Ok(())
-                }
-            },
-            agent_client_protocol::on_receive_notification!(),
-        )
-        .on_receive_request(
-            async move |request: ReadTextFileRequest, responder, _cx| match std::fs::read_to_string(
-                &request.path,
-            ) {
-                Ok(text) => responder.respond(ReadTextFileResponse::new(text)),
-                Err(_) => responder.respond_with_error(agent_client_protocol::Error::new(
-                    ErrorCode::RESOURCE_NOT_FOUND,
-                    "not found".to_string(),
-                )),
-            },
-            agent_client_protocol::on_receive_request!(),
-        )
-        .on_receive_request(
-            {
-                let seen = seen.clone();
-                async move |request: WriteTextFileRequest, responder, _cx| {
-                    if let Err(e) = std::fs::write(&request.path, &request.content) {
-                        return responder.respond_with_error(
-                            agent_client_protocol::Error::into_internal_error(e),
-                        );
-                    }
-                    lock(&seen).writes.push(request.path.clone());
-                    responder.respond(WriteTextFileResponse::new())
-                }
-            },
-            agent_client_protocol::on_receive_request!(),
-        )
-        .connect_with(conductor, async |cx: ConnectionTo<Agent>| {
-            cx.send_request(
-                InitializeRequest::new(ProtocolVersion::V1).client_capabilities(
-                    ClientCapabilities::new().fs(FileSystemCapabilities::new()
-                        .read_text_file(true)
-                        .write_text_file(true)),
-                ),
-            )
-            .block_task()
-            .await?;
-            let session = cx
-                .send_request(NewSessionRequest::new(root.clone()))
-                .block_task()
-                .await?;
-            let mut replies = Vec::new();
-            for prompt in &prompts {
-                let before = lock(&seen).messages.len();
-                cx.send_request(PromptRequest::new(
-                    session.session_id.clone(),
-                    vec![ContentBlock::Text(TextContent::new(prompt.clone()))],
-                ))
-                .block_task()
-                .await?;
-                replies.push(lock(&seen).messages[before..].concat());
-            }
-            Ok(replies)
-        })
-        .await;
-    result.unwrap_or_else(|e| panic!("the ACP session through the conductor failed: {e}"))
+    support::acp_editor::converse(conductor, "acp-lsp-chain-test", root, prompts, seen).await
 }
 
 /// The records acp-lsp wrote, as (dir, msg).

@@ -5,6 +5,9 @@
 //! findings for one file, each under its own `serverId` (that the MCP
 //! `diagnostics` tool tags each finding with its server from there is
 //! `tests/mcp_tools.rs`'s).
+// Unix only: it needs the Linux tools CI installs, /proc or Unix signals
+// and sockets; what runs on Windows, and why the rest does not: docs/testing.md.
+#![cfg(unix)]
 
 mod support;
 

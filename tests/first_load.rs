@@ -4,6 +4,9 @@
 //! `starting` for ever. After its first-load wait it is `running`, with
 //! `_meta["acp-lsp"].stateReason` saying why; past the progress table's cap
 //! at once. The fake server scripts the fault.
+// Unix only: it needs the Linux tools CI installs, /proc or Unix signals
+// and sockets; what runs on Windows, and why the rest does not: docs/testing.md.
+#![cfg(unix)]
 
 mod support;
 

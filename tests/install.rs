@@ -7,6 +7,9 @@
 //! install killed mid-way never run and repaired by the next one; two
 //! installs of one server at once making one install; a trusted project's
 //! pinned version; the shared daemon installing on first use.
+// Unix only: it needs the Linux tools CI installs, /proc or Unix signals
+// and sockets; what runs on Windows, and why the rest does not: docs/testing.md.
+#![cfg(unix)]
 
 mod support;
 

@@ -16,33 +16,15 @@
 mod support;
 
 use acp_lsp::lsp::detect::find_on_path;
-use agent_client_protocol::schema::ProtocolVersion;
-use agent_client_protocol::v1::schema::{
-    ClientCapabilities, ContentBlock, FileSystemCapabilities, InitializeRequest, NewSessionRequest,
-    PromptRequest, ReadTextFileRequest, ReadTextFileResponse, SessionNotification, SessionUpdate,
-    TextContent, WriteTextFileRequest, WriteTextFileResponse,
-};
-use agent_client_protocol::v1::ConnectionTo;
-use agent_client_protocol::{AcpAgent, AcpAgentConfig, Agent, Client, ErrorCode};
-use std::path::{Path, PathBuf};
+use agent_client_protocol::{AcpAgent, AcpAgentConfig};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use support::acp_editor::{lock, Seen};
 
 /// Bound on the whole conversation (proxy, agent, rust-analyzer, two tool
 /// calls); above the tools' own readiness wait, so they report first.
 const SESSION_TIMEOUT: Duration = Duration::from_secs(180);
-
-#[derive(Default)]
-struct Seen {
-    /// The agent's message text, per prompt.
-    messages: Vec<String>,
-    /// Files the editor wrote for acp-lsp.
-    writes: Vec<PathBuf>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
 
 /// Runs the prompts in one session through `acp-lsp proxy OPTIONS -- elizacp`;
 /// returns the agent's reply to each.
@@ -80,81 +62,7 @@ async fn converse_with_env(
     ]);
     // Through env(1): the variables reach the proxy alone, not this process.
     let proxy = AcpAgent::new(AcpAgentConfig::new("env").args(args));
-    let root = root.to_path_buf();
-    let prompts = prompts.to_vec();
-    let result = Client
-        .v1()
-        .name("mcp-elizacp-test")
-        .on_receive_notification(
-            {
-                let seen = seen.clone();
-                async move |notification: SessionNotification, _cx| {
-                    if let SessionUpdate::AgentMessageChunk(chunk) = notification.update {
-                        if let ContentBlock::Text(text) = chunk.content {
-                            lock(&seen).messages.push(text.text);
-                        }
-                    }
-                    Ok(())
-                }
-            },
-            agent_client_protocol::on_receive_notification!(),
-        )
-        .on_receive_request(
-            async move |request: ReadTextFileRequest, responder, _cx| match std::fs::read_to_string(
-                &request.path,
-            ) {
-                Ok(text) => responder.respond(ReadTextFileResponse::new(text)),
-                Err(_) => responder.respond_with_error(agent_client_protocol::Error::new(
-                    ErrorCode::RESOURCE_NOT_FOUND,
-                    "not found".to_string(),
-                )),
-            },
-            agent_client_protocol::on_receive_request!(),
-        )
-        .on_receive_request(
-            {
-                let seen = seen.clone();
-                async move |request: WriteTextFileRequest, responder, _cx| {
-                    if let Err(e) = std::fs::write(&request.path, &request.content) {
-                        return responder.respond_with_error(
-                            agent_client_protocol::Error::into_internal_error(e),
-                        );
-                    }
-                    lock(&seen).writes.push(request.path.clone());
-                    responder.respond(WriteTextFileResponse::new())
-                }
-            },
-            agent_client_protocol::on_receive_request!(),
-        )
-        .connect_with(proxy, async |cx: ConnectionTo<Agent>| {
-            cx.send_request(
-                InitializeRequest::new(ProtocolVersion::V1).client_capabilities(
-                    ClientCapabilities::new().fs(FileSystemCapabilities::new()
-                        .read_text_file(true)
-                        .write_text_file(true)),
-                ),
-            )
-            .block_task()
-            .await?;
-            let session = cx
-                .send_request(NewSessionRequest::new(root.clone()))
-                .block_task()
-                .await?;
-            let mut replies = Vec::new();
-            for prompt in &prompts {
-                let before = lock(&seen).messages.len();
-                cx.send_request(PromptRequest::new(
-                    session.session_id.clone(),
-                    vec![ContentBlock::Text(TextContent::new(prompt.clone()))],
-                ))
-                .block_task()
-                .await?;
-                replies.push(lock(&seen).messages[before..].concat());
-            }
-            Ok(replies)
-        })
-        .await;
-    result.unwrap_or_else(|e| panic!("the ACP session failed: {e}"))
+    support::acp_editor::converse(proxy, "mcp-elizacp-test", root, prompts, seen).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -12,6 +12,9 @@
 //!
 //! Needs rust-analyzer, pyright-langserver, clangd and
 //! typescript-language-server on `PATH`; without them the tests fail.
+// Unix only: it needs the Linux tools CI installs, /proc or Unix signals
+// and sockets; what runs on Windows, and why the rest does not: docs/testing.md.
+#![cfg(unix)]
 
 mod mcp_support;
 mod support;

@@ -7,6 +7,9 @@
 //! (a truncated or corrupt index, one over the occurrence limit).
 //!
 //! A missing indexer or server fails the test with its install command.
+// Unix only: it needs the Linux tools CI installs, /proc or Unix signals
+// and sockets; what runs on Windows, and why the rest does not: docs/testing.md.
+#![cfg(unix)]
 
 mod support;
 

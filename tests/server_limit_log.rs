@@ -3,6 +3,9 @@
 //! the log has one warning; each listing shows the reason and the cap in
 //! the entry. Alone in its test binary, like `server_log.rs`: `tracing`
 //! caches whether a call site is enabled across threads.
+// Unix only: it needs the Linux tools CI installs, /proc or Unix signals
+// and sockets; what runs on Windows, and why the rest does not: docs/testing.md.
+#![cfg(unix)]
 
 mod support;
 

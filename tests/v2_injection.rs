@@ -4,6 +4,9 @@
 //! `McpServer` requires) and, when its `initialize` answer advertises http in
 //! v2's spelling (`capabilities.session.mcp.http`), the http entry; a v1
 //! agent keeps the untagged stdio entry.
+// Unix only: it needs the Linux tools CI installs, /proc or Unix signals
+// and sockets; what runs on Windows, and why the rest does not: docs/testing.md.
+#![cfg(unix)]
 
 mod support;
 

@@ -461,12 +461,14 @@ impl PackageLock {
 }
 
 fn create_dir(dir: &Path) -> Result<(), InstallError> {
-    use std::os::unix::fs::DirBuilderExt;
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o755)
-        .create(dir)
-        .map_err(InstallError::io(dir))
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        builder.mode(0o755);
+    }
+    builder.create(dir).map_err(InstallError::io(dir))
 }
 
 fn random_suffix() -> String {

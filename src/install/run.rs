@@ -78,18 +78,37 @@ pub async fn run(step: &Step, server: &str) -> Result<Output, InstallError> {
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .process_group(0);
-    crate::sys::set_parent_death_signal(&mut command, crate::sys::Signal::Kill);
+        .kill_on_drop(true);
+    // Its own group (Unix) or a Job Object (Windows, created suspended and
+    // put in the job before it runs): npm and pip start children of their own.
+    #[cfg(unix)]
+    {
+        command.process_group(0);
+        crate::sys::set_parent_death_signal(&mut command, crate::sys::Signal::Kill);
+    }
+    #[cfg(windows)]
+    command.creation_flags(crate::sys::CHILD_CREATION_FLAGS);
     let mut child = command.spawn().map_err(|e| InstallError::StepFailed {
         server: server.to_string(),
         step: step.label.clone(),
         detail: format!("cannot start {}: {e}", step.program.display()),
     })?;
-    let group = child.id().and_then(crate::sys::pid);
     // The whole group goes if this future is dropped (the installer was
     // cancelled) or times out.
-    let _group = GroupGuard(group);
+    #[cfg(unix)]
+    let _group = GroupGuard(child.id().and_then(crate::sys::pid));
+    #[cfg(windows)]
+    let _group = {
+        let job = match (child.raw_handle(), child.id().and_then(crate::sys::pid)) {
+            (Some(handle), Some(pid)) => crate::sys::Job::adopt_suspended(handle, pid),
+            _ => Err(std::io::Error::other("the step ended before it ran")),
+        };
+        job.map_err(|e| InstallError::StepFailed {
+            server: server.to_string(),
+            step: step.label.clone(),
+            detail: format!("cannot put {} in a job: {e}", step.program.display()),
+        })?
+    };
     let mut stdout = child.stdout.take();
     let mut stderr = child.stderr.take();
     let collect = async {
@@ -171,9 +190,12 @@ pub fn last_lines(text: &str, n: usize) -> String {
 }
 
 /// Kills a step's process group when dropped (what it left behind, or the
-/// whole step when the installer is cancelled).
+/// whole step when the installer is cancelled). On Windows the step's Job
+/// Object does this when it closes.
+#[cfg(unix)]
 struct GroupGuard(Option<crate::sys::Pid>);
 
+#[cfg(unix)]
 impl Drop for GroupGuard {
     fn drop(&mut self) {
         if let Some(group) = self.0 {
@@ -191,7 +213,21 @@ pub fn on_path(name: &str) -> Option<PathBuf> {
 }
 
 pub fn is_executable(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    path.metadata()
-        .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        path.metadata()
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    }
+    // No execute bit: a file is a program by its extension (PATHEXT's
+    // usual ones; `.cmd` for the shims npm writes).
+    #[cfg(windows)]
+    {
+        let runnable = path.extension().is_some_and(|e| {
+            ["exe", "cmd", "bat", "com"]
+                .iter()
+                .any(|x| e.eq_ignore_ascii_case(x))
+        });
+        runnable && path.metadata().is_ok_and(|m| m.is_file())
+    }
 }

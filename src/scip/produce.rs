@@ -13,7 +13,10 @@ use super::load::{self, LoadLimits};
 use super::sidecar::{self, Sidecar, FORMAT};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
+#[cfg(unix)]
 use std::os::unix::process::CommandExt;
+#[cfg(windows)]
+use std::os::windows::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
@@ -380,12 +383,26 @@ fn run_indexer(
         .current_dir(dir)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
+        .stderr(Stdio::piped());
+    // Its own group (Unix) or a Job Object (Windows, created suspended and
+    // put in the job before it runs): indexers start workers of their own.
+    #[cfg(unix)]
+    command.process_group(0);
+    #[cfg(windows)]
+    command.creation_flags(crate::sys::CHILD_CREATION_FLAGS);
     let mut child = command.spawn().map_err(|e| ProduceError::Io {
         path: program.to_path_buf(),
         source: e,
     })?;
+    // Closing the job (at return, or a panic) ends whatever is left of it.
+    #[cfg(windows)]
+    let _job = {
+        use std::os::windows::io::AsRawHandle;
+        let pid = crate::sys::pid(child.id())
+            .ok_or_else(|| std::io::Error::other("pid out of range"))
+            .map_err(io(program))?;
+        crate::sys::Job::adopt_suspended(child.as_raw_handle(), pid).map_err(io(program))?
+    };
     // Both streams into one channel of lines, read by two plain threads.
     let (tx, rx) = std::sync::mpsc::channel::<String>();
     let mut readers = Vec::new();
@@ -438,9 +455,12 @@ fn run_indexer(
         }
         if Instant::now() > deadline {
             // Its whole group: indexers start workers of their own.
+            #[cfg(unix)]
             if let Some(group) = crate::sys::pid(child.id()) {
                 let _ = crate::sys::kill_group(group, crate::sys::Signal::Kill);
             }
+            #[cfg(windows)]
+            _job.terminate();
             let _ = child.kill();
             let _ = child.wait();
             return Err(ProduceError::TimedOut {

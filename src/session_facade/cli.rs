@@ -21,7 +21,16 @@ pub const READY_WAIT: Duration = Duration::from_secs(120);
 /// (`--shared`, or `shared = true` in the config), or when the daemon for
 /// this config runs already (its servers are warm).
 pub fn use_shared_daemon(asked: bool, paths: &crate::daemon::paths::Paths) -> bool {
-    asked || std::os::unix::net::UnixStream::connect(&paths.socket).is_ok()
+    #[cfg(unix)]
+    let running = std::os::unix::net::UnixStream::connect(&paths.socket).is_ok();
+    // A named pipe opens like a file while its server listens.
+    #[cfg(windows)]
+    let running = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&paths.socket)
+        .is_ok();
+    asked || running
 }
 
 /// What `rename` did.

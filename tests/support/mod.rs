@@ -11,8 +11,11 @@
 //! - Calls and waits: [`gate::call`] (one gate call, decoded), [`wait::until`]
 //!   (a bounded poll), [`procfs`] (what is left running), [`captured_log`]
 //!   (log lines as JSON, alone in a binary).
+//! - An editor on the official ACP SDK: [`acp_editor::converse`] (one
+//!   session, prompts, the agent's replies; `fs/*` answered from disk).
 #![allow(dead_code)]
 
+pub mod acp_editor;
 pub mod captured_log;
 #[path = "../../examples/support/cargo_build.rs"]
 pub mod cargo_build;
