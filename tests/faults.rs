@@ -925,7 +925,8 @@ async fn flooded(mode: &str) -> Fake {
 }
 
 /// 13a. A flood of work-done progress begins with unique tokens (none ever
-///      ended) keeps at most `MAX_PROGRESS_TOKENS`; the rest are counted.
+///      ended) keeps at most `MAX_PROGRESS_TOKENS`; the rest are counted,
+///      and the server is `running` with `progress_over_cap`.
 #[tokio::test]
 async fn a_progress_flood_is_capped_and_counted() {
     use acp_lsp::lsp::server::MAX_PROGRESS_TOKENS;
@@ -939,8 +940,14 @@ async fn a_progress_flood_is_capped_and_counted() {
         (FLOOD - MAX_PROGRESS_TOKENS) as u64,
         "{entry}"
     );
-    assert_eq!(entry["state"], "starting", "the tokens kept still count");
-    assert_eq!(entry["_meta"]["acp-lsp"]["status"], "indexing", "{entry}");
+    // More progress than is tracked: the end of its load cannot be known,
+    // so it is running at once and says why (rfd/ section 7).
+    assert_eq!(entry["state"], "running", "{entry}");
+    assert_eq!(
+        entry["_meta"]["acp-lsp"]["stateReason"],
+        json!({"reason": "progress_over_cap", "limit": MAX_PROGRESS_TOKENS}),
+        "{entry}"
+    );
     fake.finish().await;
 }
 
