@@ -321,16 +321,13 @@ fn git_commit(dir: &Path) -> Option<String> {
     Some(if dirty { format!("{head}+dirty") } else { head })
 }
 
-/// Runs one indexer to `output`, passing its output lines on.
-fn run_indexer(
+/// The indexer's command line for `dir`, writing `output`.
+fn indexer_command(
     language: Language,
     program: &Path,
     dir: &Path,
     output: &Path,
-    timeout: Duration,
-    report: &mut dyn FnMut(&str),
-) -> Result<(), ProduceError> {
-    let name = language.program();
+) -> Result<Command, ProduceError> {
     let mut command = Command::new(program);
     match language {
         Language::Rust => {
@@ -379,6 +376,20 @@ fn run_indexer(
             }
         }
     }
+    Ok(command)
+}
+
+/// Runs one indexer to `output`, passing its output lines on.
+fn run_indexer(
+    language: Language,
+    program: &Path,
+    dir: &Path,
+    output: &Path,
+    timeout: Duration,
+    report: &mut dyn FnMut(&str),
+) -> Result<(), ProduceError> {
+    let name = language.program();
+    let mut command = indexer_command(language, program, dir, output)?;
     command
         .current_dir(dir)
         .stdin(Stdio::null())
