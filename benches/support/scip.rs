@@ -32,7 +32,9 @@ const SYNTHETIC_PER_DOCUMENT: u32 = 1_000;
 /// The source directory of `name` as this package builds it.
 fn registry_crate(name: &str) -> Result<PathBuf> {
     let out = Command::new(env!("CARGO"))
-        .args(["metadata", "--format-version", "1", "--offline"])
+        // Not --offline: the resolve holds crates of other platforms
+        // (redox's, through `directories`) that a Linux build never fetched.
+        .args(["metadata", "--format-version", "1"])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()?;
     ensure!(
