@@ -65,6 +65,27 @@ fn problem_line(file: &str, server: &str, p: &Problem) -> String {
 }
 
 impl LspTools {
+    /// Records in the journal what each server said of each file it
+    /// answered in time (the base a later `since: "last_edit"` compares to).
+    fn observe(&self, tool: &SessionFacade, checked: &[Checked]) {
+        self.journal.observe(
+            tool.session_id(),
+            checked
+                .iter()
+                .filter(|c| !c.timed_out)
+                .map(|c| {
+                    (
+                        FileKey {
+                            server: c.server.clone(),
+                            path: c.path.clone(),
+                        },
+                        c.problems.clone(),
+                    )
+                })
+                .collect(),
+        );
+    }
+
     pub(super) async fn diagnostics_inner(
         &self,
         args: DiagnosticsArgs,
@@ -83,22 +104,7 @@ impl LspTools {
         }
         let wait = (!uris.is_empty()).then_some(DIAGNOSTICS_WAIT);
         let (checked, outside) = self.check(&tool, uris, wait).await?;
-        self.journal.observe(
-            tool.session_id(),
-            checked
-                .iter()
-                .filter(|c| !c.timed_out)
-                .map(|c| {
-                    (
-                        FileKey {
-                            server: c.server.clone(),
-                            path: c.path.clone(),
-                        },
-                        c.problems.clone(),
-                    )
-                })
-                .collect(),
-        );
+        self.observe(&tool, &checked);
         let mut entries = Vec::new();
         let mut items = Vec::new();
         for c in &checked {
@@ -306,22 +312,7 @@ impl LspTools {
                 }
             }
         }
-        self.journal.observe(
-            tool.session_id(),
-            checked
-                .iter()
-                .filter(|c| !c.timed_out)
-                .map(|c| {
-                    (
-                        FileKey {
-                            server: c.server.clone(),
-                            path: c.path.clone(),
-                        },
-                        c.problems.clone(),
-                    )
-                })
-                .collect(),
-        );
+        self.observe(&tool, &checked);
         // New problems first: they are what the edit broke.
         let mut order: Vec<usize> = (0..entries.len()).collect();
         order.sort_by_key(|&i| !entries[i].line.starts_with("new: "));
