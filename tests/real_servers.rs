@@ -223,6 +223,46 @@ async fn typescript_language_server_answers_cross_file() {
     run_case(&TYPESCRIPT).await;
 }
 
+/// pyright enumerates the project on a timer after `initialized` and
+/// answers from its open files alone until then; asked first thing, at the
+/// definition (only that file open), references once missed every use in
+/// other files. acp-lsp holds it `starting` until its log says it has found
+/// its source files (`ready_after_log`), and that is what ended the load.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pyrights_first_answer_covers_the_files_it_has_not_opened() {
+    require(PYTHON.command, PYTHON.install);
+    let h = Harness::start(PYTHON.fixture, None);
+    let servers = h.servers().await;
+    let server_id = find_entry(&servers, PYTHON.server)["serverId"]
+        .as_str()
+        .expect("serverId")
+        .to_string();
+    let mut params = h.position_params(spot("shapes/geometry.py", 0, "rect_area"));
+    params["context"] = json!({ "includeDeclaration": true });
+    let references = h
+        .request(
+            &server_id,
+            "textDocument/references",
+            params,
+            Some(WAIT_UNTIL_READY_MS),
+        )
+        .await;
+    let mut found = h.locations(&references["lspResult"]);
+    found.sort();
+    let expected: Vec<(String, u32)> = PYTHON
+        .references
+        .iter()
+        .map(|(file, line)| (file.to_string(), *line))
+        .collect();
+    assert_eq!(found, expected, "{}", references["lspResult"]);
+    let servers = h.servers().await;
+    let entry = find_entry(&servers, PYTHON.server);
+    assert!(
+        entry["_meta"]["acp-lsp"].get("stateReason").is_none(),
+        "the first load ended by a timeout, not by pyright's log: {entry}"
+    );
+}
+
 async fn run_case(case: &Case) {
     require(case.command, case.install);
     let h = Harness::start(case.fixture, case.prepare);

@@ -76,6 +76,7 @@
 //! | `language_id_by_extension` | table, extension → languageId | `{}` |
 //! | `watch_globs` | list of static `didChangeWatchedFiles` globs | `[]` |
 //! | `ready_when_quiescent` | boolean: `ready` only after `experimental/serverStatus` says quiescent | `false` |
+//! | `ready_after_log` | list of shell-style patterns: `ready` only after a `window/logMessage` matching one (bounded by `first_load_wait_ms`) | `[]` (pyright, basedpyright: `["Found * source file*", "No source files found*"]`) |
 //! | `project_code` | `"run"` or `"off"`: overrides the global [`ProjectCode`] for this server | unset |
 //! | `probe_args` | list of strings: the arguments of `acp-lsp servers`' start check (`lsp::probe`) | `["--version"]` (pyright, basedpyright: `["--stdio"]`) |
 //! | `enabled` | boolean | `true` |

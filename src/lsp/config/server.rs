@@ -68,6 +68,13 @@ pub struct ServerConfig {
     /// is `indexing` until a status says `quiescent`, since it answers empty while loading.
     #[serde(default)]
     pub ready_when_quiescent: bool,
+    /// `window/logMessage` texts (shell-style patterns: `*`, `?`, `[…]`) one
+    /// of which ends the server's first load: it is `indexing` until one
+    /// arrives. pyright answers from its open files alone until it has
+    /// enumerated the project, which it does on a timer after `initialized`
+    /// and says only in its log (`Found 3 source files`).
+    #[serde(default)]
+    pub ready_after_log: Vec<String>,
     /// Overrides the global [`ProjectCode`] for this server.
     #[serde(default)]
     pub project_code: Option<ProjectCode>,
@@ -143,6 +150,7 @@ impl ServerConfig {
             language_id_by_extension: BTreeMap::new(),
             watch_globs: Vec::new(),
             ready_when_quiescent: false,
+            ready_after_log: Vec::new(),
             project_code: None,
             probe_args: default_probe_args(),
             enabled: true,
@@ -188,6 +196,15 @@ impl ServerConfig {
             .first()
             .map(String::as_str)
             .unwrap_or("plaintext")
+    }
+
+    /// The matcher of `ready_after_log`, `None` when it is empty (or, past
+    /// the config's own check, does not compile).
+    pub fn ready_log_matcher(&self) -> Option<globset::GlobSet> {
+        if self.ready_after_log.is_empty() {
+            return None;
+        }
+        ready_log_matcher(&self.ready_after_log).ok()
     }
 
     /// `first_load_wait_ms` as a duration.
@@ -268,6 +285,7 @@ pub(super) struct ServerPatch {
     language_id_by_extension: Option<BTreeMap<String, String>>,
     watch_globs: Option<Vec<String>>,
     ready_when_quiescent: Option<bool>,
+    ready_after_log: Option<Vec<String>>,
     project_code: Option<ProjectCode>,
     probe_args: Option<Vec<String>>,
     enabled: Option<bool>,
@@ -355,6 +373,10 @@ pub(super) fn apply_patch(
     }
     if let Some(quiescent) = patch.ready_when_quiescent {
         server.ready_when_quiescent = quiescent;
+    }
+    if let Some(patterns) = patch.ready_after_log {
+        ready_log_matcher(&patterns).map_err(|e| ("ready_after_log", e))?;
+        server.ready_after_log = patterns;
     }
     if let Some(code) = patch.project_code {
         server.project_code = Some(code);
@@ -460,6 +482,20 @@ fn checked_extension_methods(methods: Vec<String>) -> Result<Vec<String>, KeyErr
 }
 
 /// `position_encodings`: at least one, each one LSP knows.
+/// `patterns` as one matcher of whole log messages (`*` also matches `/`).
+fn ready_log_matcher(patterns: &[String]) -> Result<globset::GlobSet, String> {
+    let mut set = globset::GlobSetBuilder::new();
+    for pattern in patterns {
+        let glob = globset::GlobBuilder::new(pattern)
+            .literal_separator(false)
+            .backslash_escape(true)
+            .build()
+            .map_err(|e| format!("`{pattern}`: {e}"))?;
+        set.add(glob);
+    }
+    set.build().map_err(|e| e.to_string())
+}
+
 fn checked_position_encodings(encodings: Vec<String>) -> Result<Vec<String>, KeyError> {
     if encodings.is_empty() {
         return Err((

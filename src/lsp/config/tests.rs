@@ -89,6 +89,39 @@ fn quiescence_readiness_is_on_for_rust_analyzer_and_configurable() {
 }
 
 #[test]
+fn pyrights_wait_for_their_source_files_and_a_bad_log_pattern_is_an_error() {
+    let builtin = Config::builtin();
+    for name in ["pyright", "basedpyright"] {
+        let server = builtin.server(name).expect("a built-in python server");
+        let matcher = server
+            .ready_log_matcher()
+            .expect("a ready_after_log matcher");
+        // pyright 1.1.414's words, whatever the count.
+        for said in [
+            "Found 3 source files",
+            "Found 1 source file",
+            "No source files found.",
+        ] {
+            assert!(matcher.is_match(said), "{name}: {said}");
+        }
+        for said in [
+            "Searching for source files",
+            "Loading pyproject.toml file at /p/pyproject.toml",
+        ] {
+            assert!(!matcher.is_match(said), "{name}: {said}");
+        }
+    }
+    assert!(builtin
+        .server("rust-analyzer")
+        .is_some_and(|s| s.ready_log_matcher().is_none()));
+    let error = match parse("[servers.pyright]\nready_after_log = [\"Found [ source\"]\n") {
+        Ok(_) => panic!("an unclosed class was taken"),
+        Err(e) => e.to_string(),
+    };
+    assert!(error.contains("ready_after_log"), "{error}");
+}
+
+#[test]
 fn override_field_of_builtin() {
     let c = match parse(
         "[servers.rust-analyzer]\nargs = [\"--verbose\"]\nrequest_timeout_ms = 5000\n\

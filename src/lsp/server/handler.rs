@@ -330,6 +330,9 @@ impl ServerMessages for Handler {
             }
             "window/logMessage" | "window/showMessage" => {
                 tracing::debug!(server = %server.spec.config.name, message = params.map(RawValue::get).unwrap_or(""), "{method}");
+                if method == "window/logMessage" && server.live().awaiting_log.is_some() {
+                    server.note_log(params);
+                }
             }
             _ => {}
         }

@@ -211,6 +211,9 @@ struct Live {
     /// clangd: this process's first background index has not ended yet
     /// (`indexing` until it does; see [`super::clangd`]).
     awaiting_index: bool,
+    /// `ready_after_log`: this process has not yet logged the message that
+    /// ends its first load (pyright's `Found N source files`); the matcher.
+    awaiting_log: Option<Arc<globset::GlobSet>>,
     /// clangd: its background index reported a `begin` in this process.
     index_began: bool,
     /// clangd: the sources of the compilation database acp-lsp generated

@@ -14,6 +14,7 @@ use crate::lsp::process::{SpawnSpec, EXIT_GRACE};
 use crate::lsp::registration::raw_json;
 use crate::lsp::transport::{Link, LinkIo, LinkStatus};
 use crate::record::Direction;
+use serde_json::value::RawValue;
 use serde_json::{json, Value};
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -275,6 +276,7 @@ impl Server {
         live.progress.clear();
         live.quiescent = None;
         live.awaiting_index = launch.awaits_background_index;
+        live.awaiting_log = self.spec.config.ready_log_matcher().map(Arc::new);
         live.database_sources = launch
             .generated_database
             .as_ref()
@@ -510,6 +512,28 @@ impl Server {
         self.update_readiness();
     }
 
+    /// A `window/logMessage` while the first load waits for one
+    /// (`ready_after_log`): the matching message ends the wait.
+    pub(super) fn note_log(&self, params: Option<&RawValue>) {
+        #[derive(serde::Deserialize)]
+        struct LogMessage {
+            message: String,
+        }
+        let Some(LogMessage { message }) = params.and_then(|p| serde_json::from_str(p.get()).ok())
+        else {
+            return;
+        };
+        {
+            let mut live = self.live();
+            match &live.awaiting_log {
+                Some(matcher) if matcher.is_match(message.as_str()) => live.awaiting_log = None,
+                _ => return,
+            }
+        }
+        tracing::debug!(server = %self.spec.config.name, %message, "first load ended (ready_after_log)");
+        self.update_readiness();
+    }
+
     /// Recomputes `indexing`/`ready` from progress and server status.
     pub(super) fn update_readiness(&self) {
         let (busy, connected) = {
@@ -519,6 +543,7 @@ impl Server {
             (
                 !live.progress.is_empty()
                     || live.awaiting_index
+                    || live.awaiting_log.is_some()
                     || waiting_for_quiescence
                     || live.quiescent == Some(false),
                 live.connection.is_some(),
