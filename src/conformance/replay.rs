@@ -57,6 +57,8 @@ fn expected_channel(dir: &Dir) -> Option<Channel> {
 struct Stand {
     peer: Option<Peer>,
     pid: Option<u32>,
+    /// Killed by a `kill` step, not yet seen reaped (its `exit` line waits).
+    killed: Option<crate::sys::Pid>,
     /// Recorded request id (JSON text) → live id (JSON text), for acp-lsp's
     /// requests to this server.
     ids: Vec<(String, String)>,
@@ -315,9 +317,11 @@ impl Replay<'_> {
                 let Some(stand) = self.stands.get_mut(id) else {
                     return Err(fail(format!("exit of server {id}, which never started")));
                 };
-                if status.contains("signal") {
-                    kill_bridge(stand);
-                }
+                let killed = if status.contains("signal") {
+                    kill_bridge(stand).or(stand.killed.take())
+                } else {
+                    stand.killed.take()
+                };
                 if let Some(mut peer) = stand.peer.take() {
                     peer.close().await;
                     // The process is gone once its socket closes.
@@ -327,6 +331,19 @@ impl Replay<'_> {
                         return Err(fail(format!("the stand-in for {id} did not end")));
                     }
                     self.retired.push((id.clone(), peer));
+                }
+                // Go on once acp-lsp has reaped it, as the recording did
+                // (`drive.rs`): a request sent before acp-lsp knows the
+                // server is gone would meet the dead process, not the
+                // restarted one the recording shows answering.
+                if let Some(pid) = killed {
+                    let deadline = Instant::now() + self.timeout;
+                    while crate::sys::process_exists(pid) {
+                        if Instant::now() >= deadline {
+                            return Err(fail(format!("acp-lsp never reaped the killed {id}")));
+                        }
+                        tokio::time::sleep(REAP_POLL).await;
+                    }
                 }
             }
             (Dir::ServerToProxy(id), Body::Message(raw)) => {
@@ -383,6 +400,7 @@ impl Replay<'_> {
                 let stand = self.stands.entry(id.to_string()).or_insert(Stand {
                     peer: None,
                     pid: None,
+                    killed: None,
                     ids: Vec::new(),
                 });
                 if let Some(old) = stand.peer.take() {
@@ -445,7 +463,7 @@ impl Replay<'_> {
             }
             WorkspaceStep::Kill(id) => {
                 if let Some(stand) = self.stands.get_mut(id) {
-                    kill_bridge(stand);
+                    stand.killed = kill_bridge(stand);
                 }
                 Ok(())
             }
@@ -568,12 +586,15 @@ impl Replay<'_> {
     }
 }
 
-/// SIGKILL, as the recording's editor did to the real server.
-fn kill_bridge(stand: &mut Stand) {
-    if let Some(pid) = stand.pid.take() {
-        // The bridge process this replay accepted.
-        let _ = crate::sys::kill(pid as crate::sys::Pid, crate::sys::Signal::Kill);
-    }
+/// How often a killed stand-in is checked for having been reaped.
+const REAP_POLL: Duration = Duration::from_millis(5);
+
+/// SIGKILL, as the recording's editor did to the real server; the pid killed.
+fn kill_bridge(stand: &mut Stand) -> Option<crate::sys::Pid> {
+    let pid = crate::sys::pid(stand.pid.take()?)?;
+    // The bridge process this replay accepted.
+    let _ = crate::sys::kill(pid, crate::sys::Signal::Kill);
+    Some(pid)
 }
 
 fn channel_label(channel: &Channel) -> String {
