@@ -481,7 +481,6 @@ fn checked_extension_methods(methods: Vec<String>) -> Result<Vec<String>, KeyErr
     Ok(methods)
 }
 
-/// `position_encodings`: at least one, each one LSP knows.
 /// `patterns` as one matcher of whole log messages (`*` also matches `/`).
 fn ready_log_matcher(patterns: &[String]) -> Result<globset::GlobSet, String> {
     let mut set = globset::GlobSetBuilder::new();
@@ -496,6 +495,7 @@ fn ready_log_matcher(patterns: &[String]) -> Result<globset::GlobSet, String> {
     set.build().map_err(|e| e.to_string())
 }
 
+/// `position_encodings`: at least one, each one LSP knows.
 fn checked_position_encodings(encodings: Vec<String>) -> Result<Vec<String>, KeyError> {
     if encodings.is_empty() {
         return Err((
