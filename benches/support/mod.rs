@@ -9,6 +9,8 @@ pub mod cargo_build;
 pub mod freshness;
 pub mod mcp;
 pub mod real_servers;
+#[path = "../../tests/support/registry.rs"]
+pub mod registry;
 pub mod relay;
 pub mod requests;
 pub mod scale;

@@ -1,6 +1,7 @@
 //! Figure 9: what the `references` tool is worth to a model next to a text
 //! search, on real projects nobody here wrote, fetched at bench time from
-//! their registries into the bench's cache (never committed): a crate from
+//! their registries into a cache kept across runs (never committed,
+//! `tests/support/registry.rs`): a crate from
 //! the Rust package registry (semver, through `cargo fetch`), a Python sdist
 //! from PyPI (packaging, through `pip download`), a TypeScript package from
 //! npm (zod, through `npm pack`; it ships its `src/`).
@@ -15,7 +16,8 @@
 //! search with `rg -w`'s rules stands in (and the row says so); `apt-get
 //! install ripgrep` gives the real one.
 
-use super::mcp::{connect_entry, injected_entry, start_proxy, text, tools_dir, Client};
+use super::mcp::{connect_entry, injected_entry, start_proxy, text, Client};
+use super::registry;
 use super::{Table, Verdict};
 use anyhow::{bail, ensure, Context, Result};
 use rmcp::model::CallToolRequestParams;
@@ -42,7 +44,7 @@ struct Project {
     rg_type: &'static str,
     /// Where the measured symbols are picked (relative to the project).
     sources: &'static str,
-    fetch: fn(&Path) -> Result<PathBuf>,
+    fetch: fn() -> Result<PathBuf>,
 }
 
 const PROJECTS: &[Project] = &[
@@ -52,7 +54,7 @@ const PROJECTS: &[Project] = &[
         extensions: &["rs"],
         rg_type: "rust",
         sources: "src",
-        fetch: fetch_crate,
+        fetch: || registry::fetch_crate("semver", "1.0.23"),
     },
     Project {
         label: "packaging 24.2 (Python sdist, PyPI)",
@@ -60,7 +62,7 @@ const PROJECTS: &[Project] = &[
         extensions: &["py", "pyi"],
         rg_type: "py",
         sources: "src/packaging",
-        fetch: fetch_sdist,
+        fetch: || registry::fetch_sdist("packaging", "24.2"),
     },
     Project {
         label: "zod 4.1.12 (TypeScript, npm)",
@@ -71,159 +73,9 @@ const PROJECTS: &[Project] = &[
         extensions: &["ts", "tsx", "mts", "cts"],
         rg_type: "ts",
         sources: "src/v4/classic",
-        fetch: fetch_npm,
+        fetch: || registry::fetch_npm(&registry::ZOD),
     },
 ];
-
-fn run_quiet(command: &mut Command, what: &str) -> Result<()> {
-    let output = command
-        .output()
-        .with_context(|| format!("cannot run {what}"))?;
-    ensure!(
-        output.status.success(),
-        "{what} failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-            .lines()
-            .last()
-            .unwrap_or_default()
-    );
-    Ok(())
-}
-
-/// semver from the Rust package registry: `cargo fetch` of a manifest that
-/// depends on it, then its `.crate` unpacked.
-fn fetch_crate(cache: &Path) -> Result<PathBuf> {
-    let (name, version) = ("semver", "1.0.23");
-    let dir = cache.join(format!("{name}-{version}"));
-    if dir.join("Cargo.toml").is_file() {
-        return Ok(dir);
-    }
-    let tmp = tempfile::tempdir()?;
-    std::fs::create_dir_all(tmp.path().join("src"))?;
-    std::fs::write(tmp.path().join("src/lib.rs"), "")?;
-    std::fs::write(
-        tmp.path().join("Cargo.toml"),
-        format!(
-            "[package]\nname = \"fetch\"\nversion = \"0.0.0\"\nedition = \"2021\"\n\
-             [dependencies]\n{name} = \"={version}\"\n[workspace]\n"
-        ),
-    )?;
-    run_quiet(
-        Command::new("cargo")
-            .arg("fetch")
-            .arg("--manifest-path")
-            .arg(tmp.path().join("Cargo.toml")),
-        "cargo fetch",
-    )?;
-    let home = std::env::var_os("CARGO_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")))
-        .context("no CARGO_HOME or HOME")?;
-    let crate_file = std::fs::read_dir(home.join("registry/cache"))?
-        .flatten()
-        .map(|index| index.path().join(format!("{name}-{version}.crate")))
-        .find(|p| p.is_file())
-        .context("cargo fetch left no .crate file")?;
-    std::fs::create_dir_all(cache)?;
-    run_quiet(
-        Command::new("tar")
-            .arg("xzf")
-            .arg(&crate_file)
-            .arg("-C")
-            .arg(cache),
-        "tar",
-    )?;
-    ensure!(
-        dir.join("Cargo.toml").is_file(),
-        "{} is not a crate",
-        dir.display()
-    );
-    Ok(dir)
-}
-
-/// packaging's sdist from PyPI (`pip download --no-binary :all:`), unpacked.
-fn fetch_sdist(cache: &Path) -> Result<PathBuf> {
-    let (name, version) = ("packaging", "24.2");
-    let dir = cache.join(format!("{name}-{version}"));
-    if dir.join("pyproject.toml").is_file() {
-        return Ok(dir);
-    }
-    let tmp = tempfile::tempdir()?;
-    run_quiet(
-        Command::new("python3")
-            .args([
-                "-m",
-                "pip",
-                "download",
-                "--quiet",
-                "--no-deps",
-                "--no-binary",
-                ":all:",
-            ])
-            .arg(format!("{name}=={version}"))
-            .arg("-d")
-            .arg(tmp.path()),
-        "pip download (python3 -m pip)",
-    )?;
-    let archive = tmp.path().join(format!("{name}-{version}.tar.gz"));
-    std::fs::create_dir_all(cache)?;
-    run_quiet(
-        Command::new("tar")
-            .arg("xzf")
-            .arg(&archive)
-            .arg("-C")
-            .arg(cache),
-        "tar",
-    )?;
-    ensure!(
-        dir.is_dir(),
-        "the sdist did not unpack into {}",
-        dir.display()
-    );
-    Ok(dir)
-}
-
-/// zod from npm (`npm pack`), unpacked, with a tsconfig.json over its
-/// sources (the package ships none: without one tsserver would see only
-/// the files open in it).
-fn fetch_npm(cache: &Path) -> Result<PathBuf> {
-    let (name, version) = ("zod", "4.1.12");
-    let dir = cache.join(format!("{name}-{version}"));
-    if dir.join("tsconfig.json").is_file() {
-        return Ok(dir);
-    }
-    let tmp = tempfile::tempdir()?;
-    run_quiet(
-        Command::new("npm")
-            .args([
-                "pack",
-                "--silent",
-                &format!("{name}@{version}"),
-                "--pack-destination",
-            ])
-            .arg(tmp.path()),
-        "npm pack",
-    )?;
-    let archive = tmp.path().join(format!("{name}-{version}.tgz"));
-    std::fs::create_dir_all(&dir)?;
-    run_quiet(
-        Command::new("tar")
-            .arg("xzf")
-            .arg(&archive)
-            .arg("-C")
-            .arg(&dir)
-            .arg("--strip-components=1"),
-        "tar",
-    )?;
-    std::fs::write(
-        dir.join("tsconfig.json"),
-        r#"{"compilerOptions": {"strict": true, "target": "es2022", "module": "esnext",
-  "moduleResolution": "bundler", "noEmit": true, "skipLibCheck": true},
- "include": ["src"]}
-"#,
-    )?;
-    Ok(dir)
-}
 
 /// A place in a file: (file as the tool shows it, 1-based line, 1-based column in characters).
 type Spot = (String, u64, u64);
@@ -578,7 +430,6 @@ async fn measure(table: &Table, spec: &Project, project: &Path) -> Result<()> {
 }
 
 pub async fn run(table: &Table) -> Result<()> {
-    let cache = tools_dir().join("value");
     let mut failures = Vec::new();
     for spec in PROJECTS {
         if acp_lsp::lsp::detect::find_on_path(spec.server.0).is_none() {
@@ -591,13 +442,7 @@ pub async fn run(table: &Table) -> Result<()> {
             );
             continue;
         }
-        let project = match tokio::task::spawn_blocking({
-            let cache = cache.clone();
-            let fetch = spec.fetch;
-            move || fetch(&cache)
-        })
-        .await?
-        {
+        let project = match tokio::task::spawn_blocking(spec.fetch).await? {
             Ok(project) => project.canonicalize()?,
             Err(e) => {
                 table.skipped(

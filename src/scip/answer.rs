@@ -79,7 +79,8 @@ pub struct Answer {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Decline {
     /// Machine-readable: `document_changed`, `not_indexed`, `definition_changed`,
-    /// `no_symbol`, `no_documentation`, `defined_outside`, `invalid_params`.
+    /// `merged_declarations`, `no_symbol`, `no_documentation`, `defined_outside`,
+    /// `invalid_params`.
     pub reason: &'static str,
     pub uri: Option<String>,
     pub message: String,
@@ -143,6 +144,7 @@ impl<'a> Answering<'a> {
                 let (document, occurrence) = self.at_position(params)?;
                 let symbol = self.index.occurrence(occurrence).symbol;
                 self.definitions_unchanged(symbol)?;
+                self.declarations_told_apart(symbol)?;
                 match method {
                     Method::Definition => self.definition(symbol),
                     Method::References {
@@ -255,6 +257,28 @@ impl<'a> Answering<'a> {
                     uri: Some(uri),
                 });
             }
+        }
+        Ok(())
+    }
+
+    /// Declines a parameter or type parameter the index defines more than
+    /// once: scip-typescript and scip-python give every overload signature
+    /// of a function the same parameter symbols (`original().(value)`), so
+    /// the index would merge what the live server keeps apart (each
+    /// signature's `value` has its own references). A function's own
+    /// overloads are one symbol to the live servers too, and stay answered.
+    fn declarations_told_apart(&self, symbol: u32) -> Result<(), Decline> {
+        let definitions = self.index.definitions_of(symbol).count();
+        if definitions > 1 && super::index::is_parameter(self.index.symbol_name(symbol)) {
+            return Err(Decline {
+                reason: "merged_declarations",
+                uri: None,
+                message: format!(
+                    "the index records {definitions} declarations of {} as one symbol \
+                     (overload signatures); only the live server tells them apart",
+                    self.index.short_name(symbol)
+                ),
+            });
         }
         Ok(())
     }

@@ -313,8 +313,13 @@ pub fn last_descriptor(symbol: &str) -> String {
     let descriptors = symbol.splitn(5, ' ').nth(4).unwrap_or(symbol);
     let trimmed = descriptors.trim_end_matches(['.', '#', '/', ':', '!']);
     let trimmed = trimmed.strip_suffix(')').map_or(trimmed, |t| {
-        // A method's disambiguator: `norm(+1)`.
-        t.rfind('(').map_or(t, |at| &t[..at])
+        match t.rfind('(') {
+            // A parameter: `f().(value)` (after a descriptor's end).
+            Some(at) if at == 0 || t[..at].ends_with(['.', '#', '/', ':', '!', ']']) => t,
+            // A method's disambiguator: `norm(+1)`.
+            Some(at) => &t[..at],
+            None => t,
+        }
     });
     let trimmed = trimmed.trim_end_matches(['.', '#', '/', ':', '!', ']', ')']);
     let start = trimmed
@@ -322,6 +327,17 @@ pub fn last_descriptor(symbol: &str) -> String {
         .map_or(0, |at| at + 1);
     let name = &trimmed[start..];
     name.trim_matches('`').to_string()
+}
+
+/// Whether a SCIP symbol names a parameter (`f().(x)`) or a type parameter
+/// (`f().[T]`): the descriptors an indexer shares between a function's
+/// overload signatures, which a live server tells apart.
+pub fn is_parameter(symbol: &str) -> bool {
+    !symbol.starts_with("local ")
+        && symbol
+            .splitn(5, ' ')
+            .nth(4)
+            .is_some_and(|descriptors| descriptors.ends_with([')', ']']))
 }
 
 #[cfg(test)]
@@ -343,9 +359,42 @@ mod tests {
             ),
             ("scip-typescript npm p 1.0.0 src/`a.ts`/f().", "f"),
             ("rust-analyzer cargo x 0.1.0 impl#[Point]norm(+1).", "norm"),
+            (
+                "scip-typescript npm p 1.0.0 src/`a.ts`/original().(value)",
+                "value",
+            ),
+            ("scip-typescript npm p 1.0.0 src/`a.ts`/freeze().[T]", "T"),
             ("local 7", "local 7"),
         ] {
             assert_eq!(last_descriptor(symbol), name, "{symbol}");
+        }
+    }
+
+    #[test]
+    fn parameters_and_type_parameters_are_told_from_the_rest() {
+        for (symbol, parameter) in [
+            (
+                "scip-typescript npm immer 10.1.1 src/utils/`common.ts`/original().(value)",
+                true,
+            ),
+            (
+                "scip-typescript npm immer 10.1.1 src/utils/`common.ts`/freeze().[T]",
+                true,
+            ),
+            (
+                "scip-python python packaging 24.2 `packaging.version`/parse().(version)",
+                true,
+            ),
+            (
+                "scip-typescript npm immer 10.1.1 src/utils/`common.ts`/original().",
+                false,
+            ),
+            ("rust-analyzer cargo x 0.1.0 impl#[Point]norm(+1).", false),
+            ("rust-analyzer cargo shapes 0.1.0 geometry/Point#", false),
+            ("scip-typescript npm p 1.0.0 src/`a(b).ts`/", false),
+            ("local 7", false),
+        ] {
+            assert_eq!(is_parameter(symbol), parameter, "{symbol}");
         }
     }
 

@@ -351,6 +351,13 @@ fn indexer_command(
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default();
+            // Without a version scip-python asks git for one, and outside a
+            // repository it fails on the first module outside a package
+            // (`normalizeNameOrVersion` of undefined: packaging's
+            // `docs/conf.py`). The version only names the index's symbols.
+            let version = git_commit(dir)
+                .map(|c| c.trim_end_matches("+dirty").to_string())
+                .unwrap_or_else(|| "unversioned".to_string());
             command
                 .args([
                     "index",
@@ -358,6 +365,8 @@ fn indexer_command(
                     "2",
                     "--project-name",
                     &project,
+                    "--project-version",
+                    &version,
                 ])
                 .arg("--cwd")
                 .arg(dir)

@@ -25,6 +25,7 @@ pub mod gate;
 pub mod procfs;
 pub mod proxy;
 pub mod recorded;
+pub mod registry;
 pub mod wait;
 
 use std::collections::BTreeMap;
