@@ -104,6 +104,24 @@ impl Stack {
         self.call(GateMethod::Request, request).await
     }
 
+    /// `textDocument/references` (declaration included) at a position.
+    async fn references(
+        &self,
+        server: &Value,
+        uri: &str,
+        line: u32,
+        character: u32,
+        wait: bool,
+    ) -> Value {
+        self.request(
+            server,
+            "textDocument/references",
+            references_params(uri, line, character),
+            wait,
+        )
+        .await
+    }
+
     async fn shutdown(self) {
         self.gate.close_session(SESSION);
         self.registry.shutdown().await;
@@ -291,8 +309,16 @@ fn is_property_position(location: &str) -> bool {
 struct Comparison {
     symbols: usize,
     equal: usize,
-    /// Locations the index gave that the live server did not: wrong answers.
+    /// Locations the index gave that the live server's references did not,
+    /// and its definition there does not name the symbol: wrong answers.
     wrong: Vec<String>,
+    /// Locations the index gave that the live server's references did not
+    /// but its definition there names the symbol: true references the live
+    /// server's list left out.
+    only_index: Vec<String>,
+    /// Locations the index gave where the live server gives no definition
+    /// at all: neither confirmed nor contradicted.
+    unconfirmed: Vec<String>,
     /// Locations the live server gave in the project that the index did not.
     missing: Vec<String>,
     /// Why the index declined the symbols it did not answer (the live
@@ -316,14 +342,7 @@ async fn compare(
     assert_eq!(scip["state"], "running", "{scip}");
     let mut from_index = Vec::new();
     for (uri, line, character) in symbols {
-        let response = stack
-            .request(
-                &scip,
-                "textDocument/references",
-                references_params(uri, *line, *character),
-                false,
-            )
-            .await;
+        let response = stack.references(&scip, uri, *line, *character, false).await;
         let source = response["result"]["_meta"]["acp-lsp"]["source"]
             .as_str()
             .unwrap_or("");
@@ -345,14 +364,7 @@ async fn compare(
         ..Comparison::default()
     };
     for ((uri, line, character), index) in symbols.iter().zip(from_index) {
-        let response = stack
-            .request(
-                &live,
-                "textDocument/references",
-                references_params(uri, *line, *character),
-                true,
-            )
-            .await;
+        let response = stack.references(&live, uri, *line, *character, true).await;
         assert!(response["result"].is_object(), "{live_name}: {response}");
         let (server, outside): (BTreeSet<String>, BTreeSet<String>) =
             locations(&response["result"]["lspResult"])
@@ -369,12 +381,57 @@ async fn compare(
         if server == index {
             comparison.equal += 1;
         }
-        comparison.wrong.extend(index.difference(&server).cloned());
+        // A location only the index gives is wrong unless the live server
+        // itself, asked for the definition there, names this symbol's: then
+        // its references left out a true one (rust-analyzer's, inside some
+        // macro calls).
+        for location in index.difference(&server) {
+            let (at_uri, at_line, at_character) = start_of(location);
+            let response = stack
+                .request(
+                    &live,
+                    "textDocument/definition",
+                    json!({"textDocument": {"uri": at_uri}, "position": {"line": at_line, "character": at_character}}),
+                    true,
+                )
+                .await;
+            let targets = locations(&response["result"]["lspResult"]);
+            if targets.iter().any(|d| covers(d, uri, *line, *character)) {
+                comparison.only_index.push(location.clone());
+            } else if targets.is_empty() {
+                comparison.unconfirmed.push(location.clone());
+            } else {
+                comparison.wrong.push(location.clone());
+            }
+        }
         comparison
             .missing
             .extend(server.difference(&index).cloned());
     }
     comparison
+}
+
+/// The URI and start of a location key of [`locations`].
+fn start_of(location: &str) -> (String, u32, u32) {
+    let (rest, _end) = location.rsplit_once('-').expect("a range");
+    let (rest, character) = rest.rsplit_once(':').expect("a character");
+    let (uri, line) = rest.rsplit_once(':').expect("a line");
+    (
+        uri.to_string(),
+        line.parse().expect("a line number"),
+        character.parse().expect("a character number"),
+    )
+}
+
+/// Whether the range of a location key of [`locations`] (one line) holds
+/// `uri` at `line`, `character`.
+fn covers(location: &str, uri: &str, line: u32, character: u32) -> bool {
+    let (start_uri, start_line, start_character) = start_of(location);
+    let end_character: u32 = location
+        .rsplit_once(':')
+        .and_then(|(_, c)| c.parse().ok())
+        .unwrap_or(start_character);
+    start_uri == uri && start_line == line && (start_character..=end_character).contains(&character)
 }
 
 /// On a real crate from the cargo registry: the index answers references
@@ -395,8 +452,8 @@ async fn references_from_the_index_are_rust_analyzers() {
     eprintln!("{comparison:#?}");
     assert!(comparison.equal >= 50, "{comparison:#?}");
     assert!(
-        comparison.wrong.is_empty(),
-        "wrong locations: {comparison:#?}"
+        comparison.wrong.is_empty() && comparison.unconfirmed.is_empty(),
+        "wrong or unconfirmed locations: {comparison:#?}"
     );
     // What rust-analyzer's references find that its `scip` does not record:
     // `Self` standing for the type, and an impl's associated type (`type
@@ -478,8 +535,8 @@ async fn index_agrees_with_the_live_server(
     stack.shutdown().await;
     eprintln!("{language}: {comparison:#?}");
     assert!(
-        comparison.wrong.is_empty(),
-        "wrong locations: {comparison:#?}"
+        comparison.wrong.is_empty() && comparison.unconfirmed.is_empty(),
+        "wrong or unconfirmed locations: {comparison:#?}"
     );
     assert!(comparison.equal >= 50, "{comparison:#?}");
     // Declined only where the index merges what the server tells apart,
@@ -826,6 +883,15 @@ fn small_project(dir: &Path) -> (PathBuf, PathBuf) {
     (root.canonicalize().expect("canonical root"), file)
 }
 
+/// A lazy session over `root` (no live server started) and its index
+/// entry, loaded and running.
+async fn running_index(root: &Path) -> (Stack, Value) {
+    let stack = Stack::open(root, true);
+    let scip = settled_entry(&stack).await;
+    assert_eq!(scip["state"], "running", "{scip}");
+    (stack, scip)
+}
+
 /// The index entry of a session over `root` once its load settled.
 async fn settled_entry(stack: &Stack) -> Value {
     let deadline = std::time::Instant::now() + LOAD_TIMEOUT;
@@ -848,18 +914,9 @@ async fn settled_entry(stack: &Stack) -> Value {
 async fn a_small_index_answers_from_its_unchanged_file() {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let (root, _) = small_project(dir.path());
-    let stack = Stack::open(&root, true);
-    let scip = settled_entry(&stack).await;
-    assert_eq!(scip["state"], "running", "{scip}");
+    let (stack, scip) = running_index(&root).await;
     let uri = file_uri(&root.join("src/main.rs"));
-    let response = stack
-        .request(
-            &scip,
-            "textDocument/references",
-            references_params(&uri, 1, 13),
-            false,
-        )
-        .await;
+    let response = stack.references(&scip, &uri, 1, 13, false).await;
     assert_eq!(source_of(&response), "scip@feedc0de0123", "{response}");
     let expected: BTreeSet<String> = [format!("{uri}:0:3-0:9"), format!("{uri}:1:12-1:18")].into();
     assert_eq!(
@@ -897,9 +954,7 @@ async fn an_edited_file_is_declined_when_no_live_server_can_answer() {
         ],
     );
     std::fs::write(root.join("src/main.rs"), format!("{MAIN_RS} ")).expect("edit main.rs");
-    let stack = Stack::open(&root, true);
-    let scip = settled_entry(&stack).await;
-    assert_eq!(scip["state"], "running", "{scip}");
+    let (stack, scip) = running_index(&root).await;
     let uri = file_uri(&root.join("src/main.rs"));
     for (method, params) in [
         ("textDocument/references", references_params(&uri, 1, 13)),
@@ -953,32 +1008,16 @@ async fn a_parameter_of_overload_signatures_is_declined() {
         ],
     );
     let root = root.canonicalize().expect("canonical root");
-    let stack = Stack::open(&root, true);
-    let scip = settled_entry(&stack).await;
-    assert_eq!(scip["state"], "running", "{scip}");
+    let (stack, scip) = running_index(&root).await;
     let uri = file_uri(&root.join("src/main.ts"));
-    let function = stack
-        .request(
-            &scip,
-            "textDocument/references",
-            references_params(&uri, 1, 9),
-            false,
-        )
-        .await;
+    let function = stack.references(&scip, &uri, 1, 9, false).await;
     let expected: BTreeSet<String> = [format!("{uri}:0:9-0:10"), format!("{uri}:1:9-1:10")].into();
     assert_eq!(
         locations(&function["result"]["lspResult"]),
         expected,
         "{function}"
     );
-    let parameter = stack
-        .request(
-            &scip,
-            "textDocument/references",
-            references_params(&uri, 1, 28),
-            false,
-        )
-        .await;
+    let parameter = stack.references(&scip, &uri, 1, 28, false).await;
     assert!(parameter["result"].is_null(), "answered: {parameter}");
     assert_eq!(
         parameter["error"]["data"]["data"]["reason"], "merged_declarations",
@@ -1021,14 +1060,7 @@ async fn a_truncated_or_corrupt_index_is_refused() {
         assert_eq!(scip["state"], "not_running", "{case}: {scip}");
         assert!(scip.to_string().contains(reason), "{case}: {scip}");
         let uri = file_uri(&root.join("src/main.rs"));
-        let response = stack
-            .request(
-                &scip,
-                "textDocument/references",
-                references_params(&uri, 1, 13),
-                false,
-            )
-            .await;
+        let response = stack.references(&scip, &uri, 1, 13, false).await;
         assert!(response["result"].is_null(), "{case}: {response}");
         assert_eq!(
             response["error"]["data"]["reason"], "server_not_running",
@@ -1085,18 +1117,9 @@ async fn paths_outside_the_roots_are_never_answered() {
         ],
     );
     let root = root.canonicalize().expect("canonical root");
-    let stack = Stack::open(&root, true);
-    let scip = settled_entry(&stack).await;
-    assert_eq!(scip["state"], "running", "{scip}");
+    let (stack, scip) = running_index(&root).await;
     let uri = file_uri(&root.join("src/main.rs"));
-    let response = stack
-        .request(
-            &scip,
-            "textDocument/references",
-            references_params(&uri, 1, 13),
-            false,
-        )
-        .await;
+    let response = stack.references(&scip, &uri, 1, 13, false).await;
     let expected: BTreeSet<String> = [format!("{uri}:0:3-0:9"), format!("{uri}:1:12-1:18")].into();
     assert_eq!(
         locations(&response["result"]["lspResult"]),
@@ -1113,14 +1136,7 @@ async fn paths_outside_the_roots_are_never_answered() {
         file_uri(&outside.join("secret.rs")),
         file_uri(&root.join("src/link.rs")),
     ] {
-        let response = stack
-            .request(
-                &scip,
-                "textDocument/references",
-                references_params(&uri, 0, 10),
-                false,
-            )
-            .await;
+        let response = stack.references(&scip, &uri, 0, 10, false).await;
         assert!(
             response["result"].is_null(),
             "answered outside the roots: {response}"

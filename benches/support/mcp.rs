@@ -70,11 +70,7 @@ for line in sys.stdin:
 
 /// Where the bench keeps tools it installs (`~/.cache/acp-lsp-bench-tools`).
 pub fn tools_dir() -> PathBuf {
-    std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-        .unwrap_or_else(std::env::temp_dir)
-        .join("acp-lsp-bench-tools")
+    super::registry::user_cache_dir().join("acp-lsp-bench-tools")
 }
 
 /// mcpls 0.6.0, installing it when missing; `Err` says why it cannot be had.

@@ -215,6 +215,112 @@ pub async fn run(table: &Table) -> Result<()> {
     Ok(())
 }
 
+/// The index's locations that the live server's references left out,
+/// judged by the live server itself: a true reference when its definition
+/// there is the asked symbol's (rust-analyzer's references skip some uses
+/// inside macro calls that its `scip` records), wrong when it names another
+/// symbol, unconfirmed when it names none.
+async fn judge(
+    stack: &GateStack,
+    live_id: &str,
+    root: &Path,
+    project: &Project,
+    index_set: &BTreeSet<String>,
+    truth_set: &BTreeSet<String>,
+) -> Result<Judged> {
+    let file = root.join(project.file);
+    let (def_line, def_character) = position_of(&file, project.line_text, project.name)?;
+    let def_key = format!("{}:{def_line}:", project.file);
+    let (mut wrong, mut only_index, mut unconfirmed) = (0, 0, 0);
+    for key in index_set.difference(truth_set) {
+        let mut parts = key.rsplitn(3, ':');
+        let (character, line, path) = (parts.next(), parts.next(), parts.next());
+        let (Some(character), Some(line), Some(path)) = (character, line, path) else {
+            bail!("not a location key: {key}");
+        };
+        let params = json!({"textDocument": {"uri": file_uri(&root.join(path))},
+                            "position": {"line": line.parse::<u64>()?, "character": character.parse::<u64>()?}});
+        let response = stack
+            .request_ok(stack.request_params(live_id, "textDocument/definition", &params, None))
+            .await?;
+        let targets = definition_starts(&response, &format!("{}/", file_uri(root)));
+        let answered = response["result"]["lspResult"]
+            .as_array()
+            .map_or(!response["result"]["lspResult"].is_null(), |a| {
+                !a.is_empty()
+            });
+        let names_it = targets.iter().any(|(start, end)| {
+            start.starts_with(&def_key)
+                && start
+                    .rsplit(':')
+                    .next()
+                    .and_then(|c| c.parse::<usize>().ok())
+                    .is_some_and(|c| c <= def_character && def_character <= *end)
+        });
+        if names_it {
+            only_index += 1;
+        } else if answered {
+            eprintln!(
+                "  {}: wrong: {key} (the live server's definition there: {targets:?})",
+                project.label
+            );
+            wrong += 1;
+        } else {
+            eprintln!(
+                "  {}: unconfirmed: {key} (no definition there from the live server)",
+                project.label
+            );
+            unconfirmed += 1;
+        }
+    }
+    Ok(Judged {
+        wrong,
+        only_index,
+        unconfirmed,
+    })
+}
+
+/// How the index's extra locations were judged.
+struct Judged {
+    /// The live server's definition there is another symbol's.
+    wrong: usize,
+    /// The live server's definition there is the symbol's: true references
+    /// its own list left out.
+    only_index: usize,
+    /// The live server gives no definition there.
+    unconfirmed: usize,
+}
+
+/// A definition answer's targets inside `project`: the start as a
+/// [`locations`] key and the end character.
+fn definition_starts(response: &Value, project: &str) -> Vec<(String, usize)> {
+    let result = &response["result"]["lspResult"];
+    let items = match result {
+        Value::Array(items) => items.clone(),
+        Value::Object(_) => vec![result.clone()],
+        _ => Vec::new(),
+    };
+    items
+        .iter()
+        .filter_map(|l| {
+            let uri = l["uri"].as_str().or(l["targetUri"].as_str())?;
+            let range = if l["range"].is_null() {
+                &l["targetSelectionRange"]
+            } else {
+                &l["range"]
+            };
+            let path = uri.strip_prefix(project)?;
+            Some((
+                format!(
+                    "{path}:{}:{}",
+                    range["start"]["line"], range["start"]["character"]
+                ),
+                range["end"]["character"].as_u64()? as usize,
+            ))
+        })
+        .collect()
+}
+
 /// One project's rows: the index beside the starting live server, then
 /// the live server alone on a second copy.
 async fn measure(table: &Table, project: &Project, work: &Path) -> Result<()> {
@@ -261,11 +367,24 @@ async fn measure(table: &Table, project: &Project, work: &Path) -> Result<()> {
             Some(READY_TIMEOUT.as_millis() as u64),
         ))
         .await;
-    stack.shutdown().await;
-    let truth = truth?;
     let prefix = format!("{}/", file_uri(&indexed));
-    let (index_set, truth_set) = (locations(&from_index, &prefix), locations(&truth, &prefix));
-    let wrong = index_set.difference(&truth_set).count();
+    let judged = match truth {
+        Ok(truth) => {
+            let (index_set, truth_set) =
+                (locations(&from_index, &prefix), locations(&truth, &prefix));
+            judge(&stack, &live_id, &indexed, project, &index_set, &truth_set)
+                .await
+                .map(|judged| (index_set, truth_set, judged))
+        }
+        Err(e) => Err(e),
+    };
+    stack.shutdown().await;
+    let (index_set, truth_set, judged) = judged?;
+    let Judged {
+        wrong,
+        only_index,
+        unconfirmed,
+    } = judged;
     let missing = truth_set.difference(&index_set).count();
     ensure!(
         source_meta.as_str().is_some_and(|s| s.starts_with("scip@")),
@@ -293,7 +412,8 @@ async fn measure(table: &Table, project: &Project, work: &Path) -> Result<()> {
             project.label
         ),
         format!(
-            "{index_ms:.0} ms from the index ({} locations, {wrong} wrong, {missing} only live)",
+            "{index_ms:.0} ms from the index ({} locations, {wrong} wrong, {missing} only live, \
+             {only_index} true only in the index, {unconfirmed} unconfirmed)",
             index_set.len()
         ),
         format!(

@@ -42,14 +42,18 @@ pub const ZOD: NpmProject = NpmProject {
     remove: &[],
 };
 
-/// Where fetched projects are kept: `$XDG_CACHE_HOME/acp-lsp-registry-projects`
-/// (or `~/.cache/…`).
-pub fn cache_dir() -> PathBuf {
+/// The user's cache directory: `$XDG_CACHE_HOME`, or `~/.cache`.
+pub fn user_cache_dir() -> PathBuf {
     std::env::var_os("XDG_CACHE_HOME")
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
         .unwrap_or_else(std::env::temp_dir)
-        .join("acp-lsp-registry-projects")
+}
+
+/// Where fetched projects are kept: `acp-lsp-registry-projects` in the
+/// user's cache directory.
+pub fn cache_dir() -> PathBuf {
+    user_cache_dir().join("acp-lsp-registry-projects")
 }
 
 fn run_quiet(command: &mut Command, what: &str) -> Result<()> {

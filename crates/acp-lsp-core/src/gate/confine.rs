@@ -201,7 +201,20 @@ impl Confinement {
             return Err(invalid(uri, "contains a backslash"));
         }
         let raw_path = match hier.strip_prefix("//") {
-            Some(rest) => rest.find('/').map_or("", |i| &rest[i..]),
+            Some(rest) => {
+                // The authority as written, before any parser reads it: the
+                // `url` crate takes `file://./C:/x` as a local path, which a
+                // Windows server opens as the device path `\\.\C:\x`.
+                let end = rest.find('/').unwrap_or(rest.len());
+                let authority = &rest[..end];
+                if !(authority.is_empty() || authority.eq_ignore_ascii_case("localhost")) {
+                    return Err(invalid(
+                        uri,
+                        &format!("host {authority:?} is not localhost"),
+                    ));
+                }
+                &rest[end..]
+            }
             None => hier,
         };
         let lower = raw_path.to_ascii_lowercase();

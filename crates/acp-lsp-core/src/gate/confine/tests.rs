@@ -699,3 +699,17 @@ fn borrowed_params_are_checked_like_values() {
         assert_eq!(by_json, want, "{text}");
     }
 }
+
+/// The authority is checked as written: `url` reads `file://./…` (and
+/// `file://.`-like hosts) as local, which a Windows server opens as the
+/// device path `\\.\…`. Found by tests/fuzz.rs's Windows spellings.
+#[test]
+fn a_dot_host_is_invalid() {
+    let f = fixture();
+    let path = f.proj.join("src/main.rs").display().to_string();
+    let path = path.replace('\\', "/");
+    let path = path.trim_start_matches('/');
+    for host in [".", "..", "%2e", "LOCALHOST.", "?"] {
+        assert_invalid(&f.conf, &format!("file://{host}/{path}"));
+    }
+}
