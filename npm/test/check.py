@@ -17,7 +17,10 @@
 import argparse
 import json
 import os
+import pty
+import select
 import selectors
+import shutil
 import signal
 import subprocess
 import sys
@@ -244,6 +247,8 @@ def installed(args):
             fail(f"{what}: still running after the launcher exited: {survivors}")
         ok(f"{what}: forwarded once (acp-lsp ended its agent), exit 5 from the agent, nothing left running")
 
+    launcher_signal_copies(prefix)
+
     # A binary killed outright: the launcher ends by the same signal, as the
     # binary's own parent would have seen it.
     what = "launcher, its binary SIGKILLed"
@@ -259,6 +264,109 @@ def installed(args):
     if proc.returncode != -signal.SIGKILL:
         fail(f"{what}: the launcher's status is {proc.returncode}, want -{int(signal.SIGKILL)} (killed by SIGKILL)")
     ok(f"{what}: the launcher ended by SIGKILL too")
+
+
+# A stand-in for the binary that counts the SIGINT and SIGTERM it receives
+# in the second after the first, then exits 5: how many copies the launcher
+# sent, which acp-lsp cannot show (its runtime merges two close signals).
+# Two copies that arrive before the first is handled merge here too, so a
+# launcher that sends one too many fails this check most runs, not all;
+# one that sends the right number always passes.
+COUNTING_BINARY = """#!/usr/bin/env python3
+import signal, sys, time
+got = []
+for s in (signal.SIGINT, signal.SIGTERM):
+    signal.signal(s, lambda n, f: got.append(n))
+print('{"jsonrpc":"2.0","method":"_check/ready"}', flush=True)
+while not got:
+    time.sleep(0.01)
+time.sleep(1)
+open(sys.argv[1], "w").write(str(len(got)))
+sys.exit(5)
+"""
+
+
+def counting_prefix(prefix, tmp, version):
+    """A prefix with the installed launcher and a platform package whose
+    binary is COUNTING_BINARY."""
+    shutil.copytree(os.path.join(prefix, "node_modules", "acp-lsp"), os.path.join(tmp, "node_modules", "acp-lsp"))
+    platform = os.path.join(tmp, "node_modules", "@acp-lsp", "linux-x64")
+    os.makedirs(os.path.join(platform, "bin"))
+    with open(os.path.join(platform, "package.json"), "w") as f:
+        json.dump({"name": "@acp-lsp/linux-x64", "version": version}, f)
+    binary = os.path.join(platform, "bin", "acp-lsp")
+    with open(binary, "w") as f:
+        f.write(COUNTING_BINARY)
+    os.chmod(binary, 0o755)
+    return os.path.join(tmp, "node_modules", "acp-lsp", "bin", "acp-lsp.js")
+
+
+def launcher_signal_copies(prefix):
+    """The launcher sends the binary exactly one copy of a signal sent to it,
+    and none of a terminal's Ctrl-C, which the kernel already sent to the
+    whole foreground process group, the binary included (a second copy is
+    a second signal: acp-lsp ends its agent harder)."""
+    with open(os.path.join(prefix, "node_modules", "acp-lsp", "package.json")) as f:
+        version = json.load(f)["version"]
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with tempfile.TemporaryDirectory() as tmp:
+            launcher = counting_prefix(prefix, tmp, version)
+            count = os.path.join(tmp, "count")
+            what = f"launcher, {sig.name} (counting stand-in)"
+            proc = start([launcher, count], tmp)
+            read_line(proc, what)
+            proc.send_signal(sig)
+            try:
+                proc.wait(timeout=TIMEOUT)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                fail(f"{what}: no exit within {TIMEOUT}s")
+            proc.stdin.close()
+            with open(count) as f:
+                copies = f.read()
+            if proc.returncode != 5 or copies != "1":
+                fail(f"{what}: exit {proc.returncode}, the binary got {copies} copies (want 5 and 1)")
+            ok(f"{what}: the binary got 1 copy, exit 5")
+
+    what = "launcher on a terminal, Ctrl-C (counting stand-in)"
+    with tempfile.TemporaryDirectory() as tmp:
+        launcher = counting_prefix(prefix, tmp, version)
+        count = os.path.join(tmp, "count")
+        # pty.fork: the child leads a new session whose controlling terminal
+        # is the pty, so ^C there signals its foreground group.
+        pid, master = pty.fork()
+        if pid == 0:
+            os.execv(launcher, [launcher, count])
+        seen = b""
+        deadline = time.monotonic() + TIMEOUT
+        while b"_check/ready" not in seen:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([master], [], [], left)[0]:
+                os.kill(pid, signal.SIGKILL)
+                fail(f"{what}: the binary's first line never reached the terminal: {seen!r}")
+            seen += os.read(master, 4096)
+        os.write(master, b"\x03")
+        status = None
+        while time.monotonic() < deadline:
+            waited, raw = os.waitpid(pid, os.WNOHANG)
+            if waited:
+                status = os.waitstatus_to_exitcode(raw)
+                break
+            # Drain the terminal, so that no write to it blocks.
+            if select.select([master], [], [], 0.1)[0]:
+                try:
+                    os.read(master, 4096)
+                except OSError:
+                    pass
+        os.close(master)
+        if status is None:
+            os.kill(pid, signal.SIGKILL)
+            fail(f"{what}: the launcher did not exit within {TIMEOUT}s of Ctrl-C")
+        with open(count) as f:
+            copies = f.read()
+        if status != 5 or copies != "1":
+            fail(f"{what}: exit {status}, the binary got {copies} SIGINTs (want 5 and 1: the terminal's only)")
+        ok(f"{what}: the binary got the terminal's SIGINT only, exit 5")
 
 
 def missing(args):
