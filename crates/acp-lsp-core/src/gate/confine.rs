@@ -200,10 +200,21 @@ impl Confinement {
             // WHATWG reads `\` as `/` in file URLs, the kernel as a name byte.
             return Err(invalid(uri, "contains a backslash"));
         }
-        let raw_path = match hier.strip_prefix("//") {
-            Some(rest) => rest.find('/').map_or("", |i| &rest[i..]),
-            None => hier,
+        let (authority, raw_path) = match hier.strip_prefix("//") {
+            Some(rest) => rest.find('/').map_or((rest, ""), |i| rest.split_at(i)),
+            None => ("", hier),
         };
+        // WHATWG drops the host of a file URL whose path starts with a
+        // drive letter (`file://server/C:/x` is `file:///C:/x` to `url`),
+        // so its host check below never sees it; a server reading the URI
+        // another way opens `\\server\C:\x`, a share, which sends the
+        // user's credentials to that host. The host as written decides.
+        #[cfg(windows)]
+        if !(authority.is_empty() || authority.eq_ignore_ascii_case("localhost")) {
+            return Err(invalid(uri, "the URI names a host that is not localhost"));
+        }
+        #[cfg(not(windows))]
+        let _ = authority;
         let lower = raw_path.to_ascii_lowercase();
         if lower.contains("%2f") || lower.contains("%5c") {
             return Err(invalid(uri, "contains an encoded path separator"));
