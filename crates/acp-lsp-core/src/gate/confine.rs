@@ -213,6 +213,8 @@ impl Confinement {
         if !(authority.is_empty() || authority.eq_ignore_ascii_case("localhost")) {
             return Err(invalid(uri, "the URI names a host that is not localhost"));
         }
+        // Elsewhere `/C:/x` names a directory `C:` like any other, the
+        // same file for every reading, and the path decides as usual.
         #[cfg(not(windows))]
         let _ = authority;
         let lower = raw_path.to_ascii_lowercase();
