@@ -737,7 +737,8 @@ fn borrowed_params_are_checked_like_values() {
 // Drive letters (Windows; run under wine in CI). The fixture's root is a
 // temporary directory on drive C, spelled `C:\…`.
 
-/// `C:` of the fixture's root, and the root's path after it (`\users\…`).
+/// A path's drive letter (`C`) and the rest of its URI path after `C:`
+/// (`/users/…`), so a test can spell the drive as it likes.
 #[cfg(windows)]
 fn drive_and_rest(path: &Path) -> (char, String) {
     let text = uri_path(path);
