@@ -23,3 +23,5 @@ pub mod record;
 pub mod scip;
 pub mod session_facade;
 pub(crate) mod sys;
+#[cfg(test)]
+mod test_paths;

@@ -30,8 +30,20 @@ const PIECES: &[&str] = &[
     "\r\n", "\r",
 ];
 
+// The document of the properties, inside the root: on drive C on Windows,
+// where a path with no drive is not absolute (its URI would be refused).
+#[cfg(not(windows))]
+const ROOT: &str = "/ws";
+#[cfg(not(windows))]
 const FILE: &str = "/ws/doc.txt";
+#[cfg(not(windows))]
 const FILE_URI: &str = "file:///ws/doc.txt";
+#[cfg(windows)]
+const ROOT: &str = r"C:\ws";
+#[cfg(windows)]
+const FILE: &str = r"C:\ws\doc.txt";
+#[cfg(windows)]
+const FILE_URI: &str = "file:///C:/ws/doc.txt";
 
 fn text_of(pieces: &[&str]) -> String {
     pieces.concat()
@@ -212,7 +224,7 @@ fn plan_for(edit: &Value, doc: &str, encoding: PositionEncoding) -> Result<Plan,
         &PlanContext {
             encoding,
             current: &current,
-            writable: &|p: &Path| p.starts_with("/ws"),
+            writable: &|p: &Path| p.starts_with(ROOT),
             decisions: &Decisions::default(),
         },
     )
@@ -365,6 +377,9 @@ impl Workspace {
     fn new() -> Workspace {
         let dir = tempfile::tempdir().expect("tempdir");
         let root = fs::canonicalize(dir.path()).expect("canonical");
+        // `C:\…`, as the plan names files, not canonicalize's `\\?\C:\…`.
+        #[cfg(windows)]
+        let root = PathBuf::from(root.display().to_string().trim_start_matches(r"\\?\"));
         fs::create_dir(root.join("proj")).expect("mkdir");
         let confinement = Confinement::new(&[root.join("proj")], &[], &[]);
         Workspace {

@@ -113,6 +113,32 @@ impl Drop for Abandoned<'_> {
     }
 }
 
+/// A fixture path written the Unix way (`/ws/proj`) as an absolute path of
+/// this OS: itself on Unix, `C:\ws\proj` on Windows, where a path with no
+/// drive is not absolute and the gate rightly refuses what lies under it.
+fn os_path(unix: &str) -> String {
+    if cfg!(windows) {
+        format!("C:{}", unix.replace('/', "\\"))
+    } else {
+        unix.to_string()
+    }
+}
+
+/// The file URI of [`os_path`]: `file:///ws/proj/a.rs` on Unix,
+/// `file:///C:/ws/proj/a.rs` on Windows.
+fn os_uri(unix: &str) -> String {
+    if cfg!(windows) {
+        format!("file:///C:{unix}")
+    } else {
+        format!("file://{unix}")
+    }
+}
+
+/// [`os_path`] as a JSON string, quoted and escaped, for raw request lines.
+fn os_json(unix: &str) -> String {
+    Value::from(os_path(unix)).to_string()
+}
+
 fn raw(text: &str) -> Box<RawValue> {
     RawValue::from_string(text.to_string()).expect("test JSON is valid")
 }
@@ -472,7 +498,18 @@ impl Harness {
     }
 
     /// Runs `session/new` through the relay with a success answer.
+    /// `cwd` and `additional`: real paths of this OS, or fixture paths
+    /// spelled the Unix way, which [`os_path`] makes this OS's.
     async fn open_session(&mut self, session_id: &str, cwd: &str, additional: &[&str]) {
+        let native = |p: &str| {
+            if Path::new(p).is_absolute() {
+                p.to_string()
+            } else {
+                os_path(p)
+            }
+        };
+        let cwd = native(cwd);
+        let additional: Vec<String> = additional.iter().map(|p| native(p)).collect();
         let request = json!({
             "jsonrpc": "2.0",
             "id": format!("new-{session_id}"),
@@ -769,15 +806,22 @@ async fn session_lifecycle_commits_roots_only_on_success() {
         h.host.opened(),
         vec![(
             "s1".to_string(),
-            vec![PathBuf::from("/ws/a"), "/ws/b".into(), "/ws/c".into()]
+            vec![
+                PathBuf::from(os_path("/ws/a")),
+                os_path("/ws/b").into(),
+                os_path("/ws/c").into()
+            ]
         )]
     );
     assert!(h.lsp_servers(2, "s1").await.get("result").is_some());
 
     // An error answer commits nothing, and a late duplicate success for the
     // same id no longer matches a pending request.
-    let request = r#"{"jsonrpc":"2.0","id":20,"method":"session/new","params":{"cwd":"/ws/x","mcpServers":[]}}"#;
-    h.editor_passes(request).await;
+    let request = format!(
+        r#"{{"jsonrpc":"2.0","id":20,"method":"session/new","params":{{"cwd":{},"mcpServers":[]}}}}"#,
+        os_json("/ws/x")
+    );
+    h.editor_passes(&request).await;
     let failure = r#"{"jsonrpc":"2.0","id":20,"error":{"code":-32603,"message":"no"}}"#;
     h.agent_passes(failure).await;
     let late = r#"{"jsonrpc":"2.0","id":20,"result":{"sessionId":"s2"}}"#;
@@ -786,8 +830,11 @@ async fn session_lifecycle_commits_roots_only_on_success() {
     expect_error(&h.lsp_servers(3, "s2").await, -32602, "unknown_session");
 
     // A success answer to a request with another id (here "20" ≠ 20) commits nothing either.
-    let request = r#"{"jsonrpc":"2.0","id":21,"method":"session/new","params":{"cwd":"/ws/y","mcpServers":[]}}"#;
-    h.editor_passes(request).await;
+    let request = format!(
+        r#"{{"jsonrpc":"2.0","id":21,"method":"session/new","params":{{"cwd":{},"mcpServers":[]}}}}"#,
+        os_json("/ws/y")
+    );
+    h.editor_passes(&request).await;
     let wrong_id = r#"{"jsonrpc":"2.0","id":"21","result":{"sessionId":"s3"}}"#;
     h.agent_passes(wrong_id).await;
     expect_error(&h.lsp_servers(4, "s3").await, -32602, "unknown_session");
@@ -818,8 +865,12 @@ async fn session_load_and_fork_commit_their_roots() {
     let mut h = Harness::start();
 
     // session/load: the id is in the request; the result may be null.
-    let load = r#"{"jsonrpc":"2.0","id":1,"method":"session/load","params":{"sessionId":"old","cwd":"/ws/l","additionalDirectories":["/ws/m"],"mcpServers":[]}}"#;
-    h.editor_passes(load).await;
+    let load = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"session/load","params":{{"sessionId":"old","cwd":{},"additionalDirectories":[{}],"mcpServers":[]}}}}"#,
+        os_json("/ws/l"),
+        os_json("/ws/m")
+    );
+    h.editor_passes(&load).await;
     expect_error(&h.lsp_servers(100, "old").await, -32602, "unknown_session");
     let loaded = r#"{"jsonrpc":"2.0","id":1,"result":null}"#;
     h.agent_passes(loaded).await;
@@ -827,7 +878,7 @@ async fn session_load_and_fork_commit_their_roots() {
         h.host.opened(),
         vec![(
             "old".to_string(),
-            vec![PathBuf::from("/ws/l"), "/ws/m".into()]
+            vec![PathBuf::from(os_path("/ws/l")), os_path("/ws/m").into()]
         )]
     );
     assert!(h.lsp_servers(101, "old").await.get("result").is_some());
@@ -841,18 +892,21 @@ async fn session_load_and_fork_commit_their_roots() {
         h.host.opened()[1],
         (
             "child".to_string(),
-            vec![PathBuf::from("/ws/l"), "/ws/m".into()]
+            vec![PathBuf::from(os_path("/ws/l")), os_path("/ws/m").into()]
         )
     );
 
     // session/fork with its own roots.
-    let fork = r#"{"jsonrpc":"2.0","id":3,"method":"session/fork","params":{"sessionId":"old","cwd":"/ws/f"}}"#;
-    h.editor_passes(fork).await;
+    let fork = format!(
+        r#"{{"jsonrpc":"2.0","id":3,"method":"session/fork","params":{{"sessionId":"old","cwd":{}}}}}"#,
+        os_json("/ws/f")
+    );
+    h.editor_passes(&fork).await;
     let forked = r#"{"jsonrpc":"2.0","id":3,"result":{"sessionId":"child2"}}"#;
     h.agent_passes(forked).await;
     assert_eq!(
         h.host.opened()[2],
-        ("child2".to_string(), vec![PathBuf::from("/ws/f")])
+        ("child2".to_string(), vec![PathBuf::from(os_path("/ws/f"))])
     );
     assert!(h.lsp_servers(102, "child2").await.get("result").is_some());
 }
@@ -1007,27 +1061,43 @@ async fn execute_command_is_refused_unless_on_the_routes_allowlist() {
 // 6. URI confinement
 // ---------------------------------------------------------------------------
 
-#[cfg(unix)]
+/// The path part of a file URI for a real absolute path of this OS:
+/// `/tmp/…` on Unix, `/C:/users/…` on Windows.
+fn uri_path(path: &Path) -> String {
+    let text = path.display().to_string();
+    if cfg!(windows) {
+        format!("/{}", text.replace('\\', "/"))
+    } else {
+        text
+    }
+}
+
+/// On a real directory tree; on Windows its root is on drive C, spelled
+/// `C:\…` as users give it (not the verbatim `\\?\C:\…` of `canonicalize`).
 #[tokio::test]
 async fn uris_outside_the_session_roots_are_refused() {
     let tmp = tempfile::tempdir().unwrap();
     let base = tmp.path().canonicalize().unwrap();
-    let proj = base.join("ws/proj");
-    let evil = base.join("ws/proj-evil");
+    #[cfg(windows)]
+    let base = PathBuf::from(base.display().to_string().trim_start_matches(r"\\?\"));
+    let proj = base.join("ws").join("proj");
+    let evil = base.join("ws").join("proj-evil");
     let outside = base.join("outside");
     for dir in [&proj.join("src"), &evil, &outside] {
         std::fs::create_dir_all(dir).unwrap();
     }
-    std::fs::write(proj.join("src/main.rs"), "fn main() {}\n").unwrap();
+    std::fs::write(proj.join("src").join("main.rs"), "fn main() {}\n").unwrap();
     std::fs::write(evil.join("x.rs"), "secret\n").unwrap();
     std::fs::write(outside.join("secret.rs"), "secret\n").unwrap();
+    #[cfg(unix)]
     std::os::unix::fs::symlink(&outside, proj.join("link")).unwrap();
-    let p = proj.display();
+    let p = uri_path(&proj);
+    let evil = uri_path(&evil);
 
     let mut h = Harness::start();
     h.open_session("s1", &proj.display().to_string(), &[]).await;
 
-    let refused = [
+    let mut refused = vec![
         (
             format!("file://{p}/../../outside/secret.rs"),
             "uri_outside_roots",
@@ -1050,18 +1120,21 @@ async fn uris_outside_the_session_roots_are_refused() {
         ),
         (format!("file://{p}/src%2fmain.rs"), "invalid_uri"),
         (format!("file://{p}/src/main.rs%00.txt"), "invalid_uri"),
-        (
-            format!("file://{}/x.rs", evil.display()),
-            "uri_outside_roots",
-        ),
-        (format!("file://{p}/link/secret.rs"), "uri_outside_roots"),
-        (
-            format!("file://{p}/link/../../proj/src/main.rs"),
-            "uri_outside_roots",
-        ),
-        ("file:///etc/passwd".to_string(), "uri_outside_roots"),
+        (format!("file://{evil}/x.rs"), "uri_outside_roots"),
+        (os_uri("/etc/passwd"), "uri_outside_roots"),
         (format!("file://evil.example{p}/src/main.rs"), "invalid_uri"),
     ];
+    // Through a symlink out of the root: Unix only, since creating a
+    // symlink on Windows needs a privilege a test run cannot count on.
+    if cfg!(unix) {
+        refused.extend([
+            (format!("file://{p}/link/secret.rs"), "uri_outside_roots"),
+            (
+                format!("file://{p}/link/../../proj/src/main.rs"),
+                "uri_outside_roots",
+            ),
+        ]);
+    }
     for (i, (uri, reason)) in refused.iter().enumerate() {
         let answer = h.lsp_request(i as u64, hover("s1", uri)).await;
         let data = expect_error(&answer, -32602, reason);
@@ -1075,7 +1148,7 @@ async fn uris_outside_the_session_roots_are_refused() {
             json!({
                 "sessionId": "s1", "serverId": "rust-analyzer", "method": "codeAction/resolve",
                 "params": {"title": "t", "edit": {"changes": {
-                    format!("file://{}/x.rs", evil.display()): []
+                    format!("file://{evil}/x.rs"): []
                 }}},
             }),
         )
@@ -1169,7 +1242,9 @@ async fn oversized_and_overdeep_params_are_refused_and_the_relay_keeps_going() {
 
     // Still working.
     h.host.set_reply(ReplyScript::Result("42".into()));
-    let answer = h.lsp_request(10, hover("s1", "file:///ws/proj/a.rs")).await;
+    let answer = h
+        .lsp_request(10, hover("s1", &os_uri("/ws/proj/a.rs")))
+        .await;
     assert_eq!(answer["result"]["lspResult"], json!(42), "{answer}");
     assert!(h.lsp_servers(11, "s1").await.get("result").is_some());
 }
@@ -1307,7 +1382,7 @@ async fn cancel_request_of_ours_is_answered_and_swallowed() {
     let mut h = Harness::in_session().await;
     h.host.set_reply(ReplyScript::WaitForCancel);
     let request = json!({"jsonrpc": "2.0", "id": "c1", "method": "lsp/request",
-                         "params": hover("s1", "file:///ws/proj/a.rs")});
+                         "params": hover("s1", &os_uri("/ws/proj/a.rs"))});
     h.agent_send(&request.to_string()).await;
     timeout(IO_TIMEOUT, h.host.call_arrived.notified())
         .await
@@ -1337,7 +1412,7 @@ async fn cancel_matches_the_exact_id_text() {
     let mut h = Harness::in_session().await;
     h.host.set_reply(ReplyScript::WaitForCancel);
     let request = json!({"jsonrpc": "2.0", "id": 5, "method": "lsp/request",
-                         "params": hover("s1", "file:///ws/proj/a.rs")});
+                         "params": hover("s1", &os_uri("/ws/proj/a.rs"))});
     h.agent_send(&request.to_string()).await;
     timeout(IO_TIMEOUT, h.host.call_arrived.notified())
         .await
@@ -1369,7 +1444,9 @@ async fn a_request_past_its_deadline_gets_exactly_one_retryable_error() {
     });
     h.host.set_reply(ReplyScript::Never);
     let started = tokio::time::Instant::now();
-    let answer = h.lsp_request(1, hover("s1", "file:///ws/proj/a.rs")).await;
+    let answer = h
+        .lsp_request(1, hover("s1", &os_uri("/ws/proj/a.rs")))
+        .await;
     let data = expect_error(&answer, -32603, "deadline_exceeded");
     assert_eq!(data["retryable"], json!(true), "{answer}");
     assert_eq!(data["method"], json!("textDocument/hover"));
@@ -1391,7 +1468,7 @@ async fn a_request_past_its_deadline_gets_exactly_one_retryable_error() {
 #[tokio::test]
 async fn server_errors_are_mapped_and_routing_errors_named() {
     let mut h = Harness::in_session().await;
-    let uri = "file:///ws/proj/a.rs";
+    let uri = &os_uri("/ws/proj/a.rs");
 
     h.host.set_reply(ReplyScript::LspError(
         r#"{"code":-32801,"message":"content modified","data":{"x":1}}"#.into(),
@@ -1676,7 +1753,7 @@ async fn request_held_by_the_host(h: &mut Harness, id: u64) {
     });
     h.host.set_reply(ReplyScript::Never);
     let request = json!({"jsonrpc": "2.0", "id": id, "method": "lsp/request",
-                         "params": hover("s1", "file:///ws/proj/a.rs")});
+                         "params": hover("s1", &os_uri("/ws/proj/a.rs"))});
     h.agent_send(&request.to_string()).await;
     timeout(IO_TIMEOUT, h.host.call_arrived.notified())
         .await
@@ -1729,7 +1806,9 @@ async fn the_editor_leaving_cancels_the_requests_in_flight() {
 async fn a_panicking_host_still_answers_once_and_forgets_the_request() {
     let mut h = Harness::in_session().await;
     h.host.set_reply(ReplyScript::Panic);
-    let answer = h.lsp_request(7, hover("s1", "file:///ws/proj/a.rs")).await;
+    let answer = h
+        .lsp_request(7, hover("s1", &os_uri("/ws/proj/a.rs")))
+        .await;
     expect_error(&answer, -32603, "internal");
     let message = answer["error"]["message"].as_str().unwrap_or_default();
     assert!(message.contains("panicked"), "{answer}");
@@ -1750,9 +1829,9 @@ async fn gate_calls_answer_through_panics_and_leave_no_entry_when_dropped() {
     use acp_lsp_core::jsonrpc::RequestId;
     let host = FakeHost::new();
     let gate = Gate::new(Arc::clone(&host), GateConfig::default());
-    gate.open_session("s1", vec![PathBuf::from("/ws/proj")]);
+    gate.open_session("s1", vec![PathBuf::from(os_path("/ws/proj"))]);
     let params =
-        || serde_json::value::to_raw_value(&hover("s1", "file:///ws/proj/a.rs")).expect("params");
+        || serde_json::value::to_raw_value(&hover("s1", &os_uri("/ws/proj/a.rs"))).expect("params");
 
     host.set_reply(ReplyScript::Panic);
     let id = RequestId::from_u64(1);
@@ -1800,10 +1879,10 @@ async fn requests_over_the_quotas_are_refused_at_once_with_a_retryable_reason() 
         },
     );
     for session in ["s1", "s2", "s3"] {
-        gate.open_session(session, vec![PathBuf::from("/ws/proj")]);
+        gate.open_session(session, vec![PathBuf::from(os_path("/ws/proj"))]);
     }
     let raw_params = |session: &str| {
-        serde_json::value::to_raw_value(&hover(session, "file:///ws/proj/a.rs")).expect("params")
+        serde_json::value::to_raw_value(&hover(session, &os_uri("/ws/proj/a.rs"))).expect("params")
     };
     // One request in flight: sent (see `arrived` for the host seeing it).
     let in_flight = |n: u64, session: &str| {
@@ -1889,13 +1968,13 @@ fn request_line(id: u64, inner: &str) -> String {
 /// duplicate × 3 spellings of the key × 3 outside URIs, plus duplicates in
 /// the `lsp/request` params themselves and in the other gate methods.
 fn duplicate_key_lines() -> Vec<String> {
-    let inside = "file:///ws/proj/a.rs";
+    let inside = os_uri("/ws/proj/a.rs");
     let mut lines = Vec::new();
     let mut id = 100;
     for outside in [
-        "file:///etc/passwd",
-        "file:///ws/proj/../../etc/shadow",
-        "file:///home/user/.ssh/id_rsa",
+        os_uri("/etc/passwd"),
+        os_uri("/ws/proj/../../etc/shadow"),
+        os_uri("/home/user/.ssh/id_rsa"),
     ] {
         for key in ["uri", "\\u0075ri", "u\\u0072i"] {
             let shapes = [
@@ -1976,7 +2055,9 @@ async fn duplicate_keys_are_refused_before_anything_is_forwarded() {
     h.assert_editor_got_nothing("duplicates").await;
 
     // The same request without the duplicate still goes through.
-    let answer = h.lsp_request(1, hover("s1", "file:///ws/proj/a.rs")).await;
+    let answer = h
+        .lsp_request(1, hover("s1", &os_uri("/ws/proj/a.rs")))
+        .await;
     assert!(answer.get("result").is_some(), "{answer}");
 }
 

@@ -165,6 +165,18 @@ fn crates() -> [(PathBuf, &'static [Layer]); 2] {
     [(src_dir(), PROXY_LAYERS), (core_src_dir(), CORE_LAYERS)]
 }
 
+/// A file's name in the repository, `/`-separated on every OS, as the
+/// allow lists name files.
+fn repo_name(root: &Path, file: &Path) -> String {
+    let names: Vec<String> = file
+        .strip_prefix(root)
+        .expect("under the repository")
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    names.join("/")
+}
+
 fn show(module: &ModPath) -> String {
     module.join("::")
 }
@@ -301,11 +313,7 @@ fn every_spawn_keeps_its_handle() {
     let mut detached = Vec::new();
     for (src, _) in crates() {
         for (file, code) in product_code(&src) {
-            let file = file
-                .strip_prefix(root)
-                .expect("under the repository")
-                .display()
-                .to_string();
+            let file = repo_name(root, &file);
             detached.extend(
                 detached_spawns(&code)
                     .into_iter()
@@ -417,11 +425,7 @@ fn no_function_is_longer_than_the_limit() {
     let mut seen_allowed = BTreeSet::new();
     for (src, _) in crates() {
         for file in source_files(&src, true).into_values() {
-            let rel = file
-                .strip_prefix(root)
-                .expect("under the repository")
-                .display()
-                .to_string();
+            let rel = repo_name(root, &file);
             for (name, lines) in function_lengths(&code_only(&read(&file))) {
                 if lines <= MAX_FUNCTION_LINES {
                     continue;

@@ -110,6 +110,7 @@ pub fn result_session_id(result: &RawValue) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_paths::{os_json, os_pathbuf};
 
     fn raw(text: &str) -> &RawValue {
         serde_json::from_str(text).unwrap()
@@ -119,14 +120,16 @@ mod tests {
     fn new_session_roots_are_cwd_then_additional_directories() {
         let op = session_op(
             "session/new",
-            Some(raw(
-                r#"{"cwd":"/ws/a","additionalDirectories":["/ws/b"],"mcpServers":[]}"#,
-            )),
+            Some(raw(&format!(
+                r#"{{"cwd":{},"additionalDirectories":[{}],"mcpServers":[]}}"#,
+                os_json("/ws/a"),
+                os_json("/ws/b")
+            ))),
         );
         assert_eq!(
             op,
             Some(SessionOp::New {
-                roots: vec!["/ws/a".into(), "/ws/b".into()]
+                roots: vec![os_pathbuf("/ws/a"), os_pathbuf("/ws/b")]
             })
         );
     }
@@ -163,9 +166,15 @@ mod tests {
     fn a_malformed_additional_directory_is_skipped_not_the_session() {
         // The schema's VecSkipError: the agent skips the item and accepts the
         // session, so the session's roots are the others.
+        let (a, b, c) = (os_json("/ws/a"), os_json("/ws/b"), os_json("/ws/c"));
         for params in [
-            r#"{"cwd":"/ws/a","additionalDirectories":[7,"/ws/b",null,{"p":1},"","rel/dir","/ws/c"]}"#,
-            r#"{"cwd":"/ws/a","additionalDirectories":[["/x"],"/ws/b","/ws/c"]}"#,
+            format!(
+                r#"{{"cwd":{a},"additionalDirectories":[7,{b},null,{{"p":1}},"","rel/dir",{c}]}}"#
+            ),
+            format!(
+                r#"{{"cwd":{a},"additionalDirectories":[[{}],{b},{c}]}}"#,
+                os_json("/x")
+            ),
         ] {
             for method in ["session/new", "session/load"] {
                 let mut params = params.to_string();
@@ -179,7 +188,11 @@ mod tests {
                     }) => roots,
                     other => panic!("{method} {params}: {other:?}"),
                 };
-                let expected: Vec<PathBuf> = vec!["/ws/a".into(), "/ws/b".into(), "/ws/c".into()];
+                let expected = vec![
+                    os_pathbuf("/ws/a"),
+                    os_pathbuf("/ws/b"),
+                    os_pathbuf("/ws/c"),
+                ];
                 assert_eq!(roots, expected, "{method} {params}");
             }
         }
@@ -187,10 +200,12 @@ mod tests {
         assert_eq!(
             session_op(
                 "session/new",
-                Some(raw(r#"{"cwd":"/ws/a","additionalDirectories":"/ws/b"}"#))
+                Some(raw(&format!(
+                    r#"{{"cwd":{a},"additionalDirectories":{b}}}"#
+                )))
             ),
             Some(SessionOp::New {
-                roots: vec!["/ws/a".into()]
+                roots: vec![os_pathbuf("/ws/a")]
             })
         );
     }

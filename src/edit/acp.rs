@@ -236,6 +236,7 @@ async fn restore<F: AgentFs + Sync>(fs: &F, done: &[&FileWrite]) -> ApplyReport 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_paths::{os_pathbuf, os_uri};
     use serde_json::{json, Value};
     use std::sync::Mutex;
 
@@ -255,7 +256,7 @@ mod tests {
                 files: Mutex::new(
                     files
                         .iter()
-                        .map(|(p, t)| (PathBuf::from(p), t.to_string()))
+                        .map(|(p, t)| (os_pathbuf(p), t.to_string()))
                         .collect(),
                 ),
                 ..FakeFs::default()
@@ -265,7 +266,7 @@ mod tests {
             self.files
                 .lock()
                 .expect("lock")
-                .get(Path::new(path))
+                .get(&os_pathbuf(path))
                 .cloned()
         }
     }
@@ -300,7 +301,7 @@ mod tests {
     }
 
     fn in_ws(path: &Path) -> bool {
-        path.starts_with("/ws")
+        path.starts_with(os_pathbuf("/ws"))
     }
 
     fn insert(text: &str) -> Value {
@@ -324,22 +325,22 @@ mod tests {
         let fs = FakeFs::with(&[("/ws/a.rs", "a")]);
         let report = apply(
             json!({"documentChanges": [
-                {"textDocument": {"uri": "file:///ws/a.rs", "version": null}, "edits": [insert("1")]},
-                {"kind": "create", "uri": "file:///ws/n.rs"},
-                {"textDocument": {"uri": "file:///ws/n.rs", "version": null}, "edits": [insert("new")]},
-                {"textDocument": {"uri": "file:///ws/a.rs", "version": null}, "edits": [insert("2")]},
+                {"textDocument": {"uri": os_uri("/ws/a.rs"), "version": null}, "edits": [insert("1")]},
+                {"kind": "create", "uri": os_uri("/ws/n.rs")},
+                {"textDocument": {"uri": os_uri("/ws/n.rs"), "version": null}, "edits": [insert("new")]},
+                {"textDocument": {"uri": os_uri("/ws/a.rs"), "version": null}, "edits": [insert("2")]},
             ]}),
             &fs,
         )
         .await
         .expect("apply");
-        assert_eq!(report.written, vec![PathBuf::from("/ws/a.rs")]);
-        assert_eq!(report.created, vec![PathBuf::from("/ws/n.rs")]);
+        assert_eq!(report.written, vec![os_pathbuf("/ws/a.rs")]);
+        assert_eq!(report.created, vec![os_pathbuf("/ws/n.rs")]);
         assert_eq!(fs.get("/ws/a.rs").as_deref(), Some("21a"));
         assert_eq!(fs.get("/ws/n.rs").as_deref(), Some("new"));
         assert_eq!(
             *fs.writes.lock().expect("lock"),
-            vec![PathBuf::from("/ws/a.rs"), PathBuf::from("/ws/n.rs")]
+            vec![os_pathbuf("/ws/a.rs"), os_pathbuf("/ws/n.rs")]
         );
     }
 
@@ -348,8 +349,8 @@ mod tests {
         let fs = FakeFs::with(&[("/ws/a.rs", "a"), ("/ws/b.rs", "b")]);
         let e = apply(
             json!({"documentChanges": [
-                {"textDocument": {"uri": "file:///ws/a.rs", "version": null}, "edits": [insert("1")]},
-                {"kind": "rename", "oldUri": "file:///ws/b.rs", "newUri": "file:///ws/c.rs"},
+                {"textDocument": {"uri": os_uri("/ws/a.rs"), "version": null}, "edits": [insert("1")]},
+                {"kind": "rename", "oldUri": os_uri("/ws/b.rs"), "newUri": os_uri("/ws/c.rs")},
             ]}),
             &fs,
         )
@@ -366,7 +367,7 @@ mod tests {
             "{e}"
         );
         let e = apply(
-            json!({"documentChanges": [{"kind": "delete", "uri": "file:///ws/b.rs"}]}),
+            json!({"documentChanges": [{"kind": "delete", "uri": os_uri("/ws/b.rs")}]}),
             &fs,
         )
         .await
@@ -383,7 +384,7 @@ mod tests {
         );
         // A delete skipped by ignoreIfNotExists is no operation at all.
         apply(
-            json!({"documentChanges": [{"kind": "delete", "uri": "file:///ws/zz", "options": {"ignoreIfNotExists": true}}]}),
+            json!({"documentChanges": [{"kind": "delete", "uri": os_uri("/ws/zz"), "options": {"ignoreIfNotExists": true}}]}),
             &fs,
         )
         .await
@@ -395,12 +396,12 @@ mod tests {
     #[tokio::test]
     async fn a_failed_write_restores_earlier_ones() {
         let mut fs = FakeFs::with(&[("/ws/a.rs", "a"), ("/ws/b.rs", "b")]);
-        fs.fail_write = Some(PathBuf::from("/ws/b.rs"));
+        fs.fail_write = Some(os_pathbuf("/ws/b.rs"));
         let e = apply(
             json!({"documentChanges": [
-                {"textDocument": {"uri": "file:///ws/a.rs", "version": null}, "edits": [insert("1")]},
-                {"kind": "create", "uri": "file:///ws/n.rs"},
-                {"textDocument": {"uri": "file:///ws/b.rs", "version": null}, "edits": [insert("2")]},
+                {"textDocument": {"uri": os_uri("/ws/a.rs"), "version": null}, "edits": [insert("1")]},
+                {"kind": "create", "uri": os_uri("/ws/n.rs")},
+                {"textDocument": {"uri": os_uri("/ws/b.rs"), "version": null}, "edits": [insert("2")]},
             ]}),
             &fs,
         )
@@ -409,11 +410,11 @@ mod tests {
         let AgentApplyError::Write { path, report, .. } = e else {
             panic!("expected a write error: {e}");
         };
-        assert_eq!(path, PathBuf::from("/ws/b.rs"));
+        assert_eq!(path, os_pathbuf("/ws/b.rs"));
         assert_eq!(fs.get("/ws/a.rs").as_deref(), Some("a"));
         // The created file cannot be removed through ACP: it is reported.
         assert!(!report.rolled_back);
-        assert_eq!(report.created, vec![PathBuf::from("/ws/n.rs")]);
+        assert_eq!(report.created, vec![os_pathbuf("/ws/n.rs")]);
         assert!(report.written.is_empty());
     }
 
@@ -421,7 +422,7 @@ mod tests {
     async fn outside_paths_are_neither_read_nor_written() {
         let fs = FakeFs::with(&[("/etc/passwd", "root")]);
         let e = apply(
-            json!({"changes": {"file:///etc/passwd": [insert("x")]}}),
+            json!({"changes": {os_uri("/etc/passwd"): [insert("x")]}}),
             &fs,
         )
         .await
@@ -436,7 +437,7 @@ mod tests {
         let fs = FakeFs::with(&[("/ws/a.rs", "a")]);
         let edit = json!({
             "changeAnnotations": {"x": {"label": "Risky", "needsConfirmation": true}},
-            "changes": {"file:///ws/a.rs": [{"range": {"start": {"line": 0, "character": 0},
+            "changes": {os_uri("/ws/a.rs"): [{"range": {"start": {"line": 0, "character": 0},
                 "end": {"line": 0, "character": 0}}, "newText": "1", "annotationId": "x"}]}
         });
         let e = apply(edit.clone(), &fs).await.expect_err("unconfirmed");

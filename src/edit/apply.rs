@@ -665,9 +665,16 @@ fn already_exists(path: &Path) -> io::Error {
 /// outside `base` stays absolute. Writes that change nothing are left out.
 pub fn dry_run(plan: &Plan, base: &Path) -> String {
     let name = |path: &Path| -> String {
-        match path.strip_prefix(base) {
+        let shown = match path.strip_prefix(base) {
             Ok(relative) if !relative.as_os_str().is_empty() => relative.display().to_string(),
             _ => path.display().to_string(),
+        };
+        // A git diff names files with `/` on every OS, as `git apply` and
+        // `patch -p1` read them (on Unix `\` is part of a name, kept).
+        if cfg!(windows) {
+            shown.replace('\\', "/")
+        } else {
+            shown
         }
     };
     let mut out = String::new();

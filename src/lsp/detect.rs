@@ -475,7 +475,9 @@ mod tests {
 
     const PKG: &str = "[package]\nname = \"x\"\nversion = \"0.1.0\"\n";
 
-    /// (server, root relative to the tree, reason) for the given servers only.
+    /// (server, root relative to the tree, reason) for the given servers
+    /// only; the relative root `/`-separated on every OS (`a/b`, `a\b` on
+    /// Windows), so one expectation fits both.
     fn found(root: &Path, config: &Config, servers: &[&str]) -> Vec<(String, String, String)> {
         detect(root, config)
             .into_iter()
@@ -484,7 +486,13 @@ mod tests {
                 let rel = d
                     .root
                     .strip_prefix(root)
-                    .map(|p| p.display().to_string())
+                    .map(|p| {
+                        let names: Vec<_> = p
+                            .components()
+                            .map(|c| c.as_os_str().to_string_lossy())
+                            .collect();
+                        names.join("/")
+                    })
                     .unwrap_or_else(|_| format!("OUTSIDE {}", d.root.display()));
                 (d.server, rel, d.reason.to_string())
             })

@@ -114,7 +114,7 @@ impl PathMap {
 
 fn root_text(path: &Path) -> Option<String> {
     let text = path.to_str()?;
-    Some(text.trim_end_matches('/').to_string())
+    Some(text.trim_end_matches(std::path::is_separator).to_string())
 }
 
 /// The root as a `file:` URI without its trailing slash, encoded as
@@ -131,6 +131,8 @@ fn map_value(value: &str, rules: &[Rule]) -> Option<String> {
         let at_boundary = match rest.as_bytes().first() {
             None | Some(b'/') => true,
             Some(b'?' | b'#') => rule.uri,
+            // A Windows path goes on with either separator (`C:\p\a.py`).
+            Some(b'\\') => cfg!(windows) && !rule.uri,
             Some(_) => false,
         };
         at_boundary.then(|| format!("{}{rest}", rule.to))
@@ -190,8 +192,14 @@ fn rewrite<'a>(message: &'a [u8], rules: &[Rule]) -> Cow<'a, [u8]> {
         if is_text_value {
             continue;
         }
-        // Only strings that can start with a root (`f…`, `/…`, or an escape).
-        if !matches!(content.first(), Some(b'f' | b'/' | b'\\')) {
+        // Only strings that can start with a root (`f…`, `/…`, or an
+        // escape; on Windows also a drive letter, `C:\…`).
+        let candidate = match content.first() {
+            Some(b'f' | b'/' | b'\\') => true,
+            Some(first) => cfg!(windows) && first.is_ascii_alphabetic(),
+            None => false,
+        };
+        if !candidate {
             continue;
         }
         let value: Cow<'_, str> = if escaped {
@@ -232,20 +240,50 @@ fn finish<'a>(out: Option<Vec<u8>>, message: &'a [u8], copied: usize) -> Cow<'a,
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_paths::os_pathbuf;
+
+    /// A fixture message for this OS: itself on Unix; on Windows with its
+    /// roots on drive C, in URIs (`file:///srv/p` → `file:///C:/srv/p`, also
+    /// with `\/` escapes) and in strings that are paths (`"/srv/p/x"` →
+    /// `"C:\\srv\\p\\x"`, JSON-escaped), so one expectation fits both.
+    fn os(text: &str) -> String {
+        if !cfg!(windows) {
+            return text.to_string();
+        }
+        let text = text
+            .replace("file:///", "file:///C:/")
+            .replace(r"file:\/\/\/", r"file:\/\/\/C:\/");
+        let mut out = String::new();
+        let mut rest = text.as_str();
+        while let Some(i) = rest.find("\"/") {
+            out.push_str(&rest[..i]);
+            out.push_str("\"C:");
+            rest = &rest[i + 1..];
+            let end = rest.find('"').unwrap_or(rest.len());
+            out.push_str(&rest[..end].replace('/', r"\\"));
+            rest = &rest[end..];
+        }
+        out.push_str(rest);
+        out
+    }
+
+    fn mapping(local: &str, remote: &str) -> PathMapping {
+        PathMapping {
+            local: os_pathbuf(local),
+            remote: os_pathbuf(remote),
+        }
+    }
 
     fn map() -> PathMap {
-        PathMap::new(&[PathMapping {
-            local: "/home/me/proj".into(),
-            remote: "/srv/proj".into(),
-        }])
+        PathMap::new(&[mapping("/home/me/proj", "/srv/proj")])
     }
 
     fn local(text: &str) -> String {
-        String::from_utf8(map().to_local(text.as_bytes()).into_owned()).unwrap()
+        String::from_utf8(map().to_local(os(text).as_bytes()).into_owned()).unwrap()
     }
 
     fn remote(text: &str) -> String {
-        String::from_utf8(map().to_remote(text.as_bytes()).into_owned()).unwrap()
+        String::from_utf8(map().to_remote(os(text).as_bytes()).into_owned()).unwrap()
     }
 
     #[test]
@@ -253,12 +291,14 @@ mod tests {
         let from_server = r#"{"jsonrpc":"2.0","id":3,"result":[{"uri":"file:///srv/proj/a.py","range":{"start":{"line":0,"character":4}}}, {"uri" : "file:///srv/other/b.py"}]}"#;
         assert_eq!(
             local(from_server),
-            r#"{"jsonrpc":"2.0","id":3,"result":[{"uri":"file:///home/me/proj/a.py","range":{"start":{"line":0,"character":4}}}, {"uri" : "file:///srv/other/b.py"}]}"#
+            os(
+                r#"{"jsonrpc":"2.0","id":3,"result":[{"uri":"file:///home/me/proj/a.py","range":{"start":{"line":0,"character":4}}}, {"uri" : "file:///srv/other/b.py"}]}"#
+            )
         );
         let to_server = r#"{"rootUri":"file:///home/me/proj","rootPath":"/home/me/proj","x":"/home/me/project2"}"#;
         assert_eq!(
             remote(to_server),
-            r#"{"rootUri":"file:///srv/proj","rootPath":"/srv/proj","x":"/home/me/project2"}"#
+            os(r#"{"rootUri":"file:///srv/proj","rootPath":"/srv/proj","x":"/home/me/project2"}"#)
         );
     }
 
@@ -267,18 +307,20 @@ mod tests {
         let open = r#"{"textDocument":{"uri":"file:///home/me/proj/paths.txt","text":"/home/me/proj/listed\n"}}"#;
         assert_eq!(
             remote(open),
-            r#"{"textDocument":{"uri":"file:///srv/proj/paths.txt","text":"/home/me/proj/listed\n"}}"#
+            os(
+                r#"{"textDocument":{"uri":"file:///srv/proj/paths.txt","text":"/home/me/proj/listed\n"}}"#
+            )
         );
         let change =
             r#"{"contentChanges":[{"text" :  "file:///home/me/proj"}],"o":"/home/me/proj"}"#;
         assert_eq!(
             remote(change),
-            r#"{"contentChanges":[{"text" :  "file:///home/me/proj"}],"o":"/srv/proj"}"#
+            os(r#"{"contentChanges":[{"text" :  "file:///home/me/proj"}],"o":"/srv/proj"}"#)
         );
         // Only the value right after `"text":` is kept.
         assert_eq!(
             remote(r#"{"text":1,"b":"/home/me/proj","text2":"/home/me/proj"}"#),
-            r#"{"text":1,"b":"/srv/proj","text2":"/srv/proj"}"#
+            os(r#"{"text":1,"b":"/srv/proj","text2":"/srv/proj"}"#)
         );
     }
 
@@ -287,7 +329,7 @@ mod tests {
         let edit = r#"{"changes":{"file:///srv/proj/a.py":[{"newText":"file:///srv/proj"}]}}"#;
         assert_eq!(
             local(edit),
-            r#"{"changes":{"file:///home/me/proj/a.py":[{"newText":"file:///home/me/proj"}]}}"#
+            os(r#"{"changes":{"file:///home/me/proj/a.py":[{"newText":"file:///home/me/proj"}]}}"#)
         );
     }
 
@@ -298,15 +340,16 @@ mod tests {
         let mapped = local(text);
         assert_eq!(
             mapped,
-            r#"{"uri":"file:///home/me/proj/q\"x.py","s":"a\"b","t":"\\srv\\proj"}"#
+            os(r#"{"uri":"file:///home/me/proj/q\"x.py","s":"a\"b","t":"\\srv\\proj"}"#)
         );
         let value: serde_json::Value = serde_json::from_str(&mapped).unwrap();
-        assert_eq!(value["uri"], "file:///home/me/proj/q\"x.py");
+        assert_eq!(value["uri"], os("file:///home/me/proj/q\"x.py"));
     }
 
     #[test]
     fn unmapped_messages_are_borrowed_not_copied() {
-        let text = br#"{"result":null,"m":"file:///srv/projects/x","n":"/srv/proj2"}"#;
+        let text = os(r#"{"result":null,"m":"file:///srv/projects/x","n":"/srv/proj2"}"#);
+        let text = text.as_bytes();
         assert!(matches!(map().to_local(text), Cow::Borrowed(_)));
         assert!(matches!(
             PathMap::default().to_local(text),
@@ -316,43 +359,32 @@ mod tests {
 
     #[test]
     fn percent_encoded_roots_and_uri_suffixes() {
-        let map = PathMap::new(&[PathMapping {
-            local: "/home/me/my proj".into(),
-            remote: "/srv/p".into(),
-        }]);
-        let out = map
-            .to_remote(br#"["file:///home/me/my%20proj/a b.py","file:///home/me/my%20proj#L1"]"#);
+        let map = PathMap::new(&[mapping("/home/me/my proj", "/srv/p")]);
+        let text = os(r#"["file:///home/me/my%20proj/a b.py","file:///home/me/my%20proj#L1"]"#);
+        let out = map.to_remote(text.as_bytes());
         assert_eq!(
             std::str::from_utf8(&out).unwrap(),
-            r#"["file:///srv/p/a b.py","file:///srv/p#L1"]"#
+            os(r#"["file:///srv/p/a b.py","file:///srv/p#L1"]"#)
         );
     }
 
     #[test]
     fn the_longest_root_wins() {
-        let map = PathMap::new(&[
-            PathMapping {
-                local: "/l".into(),
-                remote: "/r".into(),
-            },
-            PathMapping {
-                local: "/l/sub".into(),
-                remote: "/elsewhere".into(),
-            },
-        ]);
-        let out = map.to_remote(br#"["/l/sub/x","/l/x"]"#);
+        let map = PathMap::new(&[mapping("/l", "/r"), mapping("/l/sub", "/elsewhere")]);
+        let text = os(r#"["/l/sub/x","/l/x"]"#);
+        let out = map.to_remote(text.as_bytes());
         assert_eq!(
             std::str::from_utf8(&out).unwrap(),
-            r#"["/elsewhere/x","/r/x"]"#
+            os(r#"["/elsewhere/x","/r/x"]"#)
         );
     }
 
     #[test]
     fn truncated_text_is_left_as_it_came() {
-        let text = br#"{"a":"file:///srv/proj/x","b":"unterminated"#;
+        let text = os(r#"{"a":"file:///srv/proj/x","b":"unterminated"#);
         assert_eq!(
-            map().to_local(text).as_ref(),
-            br#"{"a":"file:///home/me/proj/x","b":"unterminated"#
+            map().to_local(text.as_bytes()).as_ref(),
+            os(r#"{"a":"file:///home/me/proj/x","b":"unterminated"#).as_bytes()
         );
         let text = br#"{"a":"\"#;
         assert_eq!(map().to_local(text).as_ref(), text);
@@ -360,17 +392,13 @@ mod tests {
 
     #[test]
     fn validation_refuses_relative_and_root_paths() {
-        let bad = |local: &str, remote: &str| {
-            PathMapping {
-                local: local.into(),
-                remote: remote.into(),
-            }
-            .validate()
-            .is_err()
-        };
-        assert!(bad("rel", "/srv"));
-        assert!(bad("/", "/srv"));
-        assert!(bad("/home", "srv"));
-        assert!(!bad("/home/me", "/srv/x"));
+        let bad =
+            |local: PathBuf, remote: PathBuf| PathMapping { local, remote }.validate().is_err();
+        assert!(bad("rel".into(), os_pathbuf("/srv")));
+        assert!(bad(os_pathbuf("/"), os_pathbuf("/srv")));
+        assert!(bad(os_pathbuf("/home"), "srv".into()));
+        assert!(!bad(os_pathbuf("/home/me"), os_pathbuf("/srv/x")));
+        // On Windows a path without a drive is not absolute.
+        assert_eq!(bad("/home/me".into(), "/srv/x".into()), cfg!(windows));
     }
 }

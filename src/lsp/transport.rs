@@ -497,6 +497,7 @@ where
 mod tests {
     use super::*;
     use crate::lsp::path_map::PathMapping;
+    use crate::test_paths::{os_pathbuf, os_uri};
     use bytes::BytesMut;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio_util::codec::{Decoder, Encoder};
@@ -524,8 +525,8 @@ mod tests {
         let (socket, mut server) = tokio::io::duplex(1 << 16);
         let (mut ours, theirs) = tokio::io::duplex(1 << 16);
         let map = PathMap::new(&[PathMapping {
-            local: "/home/me/p".into(),
-            remote: "/srv/p".into(),
+            local: os_pathbuf("/home/me/p"),
+            remote: os_pathbuf("/srv/p"),
         }]);
         let pump = tokio::spawn(pump_bytes(
             socket,
@@ -534,22 +535,22 @@ mod tests {
             Limits::default(),
             CancellationToken::new(),
         ));
-        ours.write_all(&frame(r#"{"uri":"file:///home/me/p/a.py"}"#))
+        let body = |uri: &str| format!(r#"{{"uri":"{}"}}"#, os_uri(uri));
+        ours.write_all(&frame(&body("/home/me/p/a.py")))
             .await
             .unwrap();
         let mut buf = BytesMut::new();
-        assert_eq!(
-            next_body(&mut server, &mut buf).await,
-            r#"{"uri":"file:///srv/p/a.py"}"#
-        );
+        assert_eq!(next_body(&mut server, &mut buf).await, body("/srv/p/a.py"));
+        let unmapped = r#""o":"/srv/q""#;
+        let answer = |uri: &str| format!(r#"{{"uri":"{}",{unmapped}}}"#, os_uri(uri));
         server
-            .write_all(&frame(r#"{"uri":"file:///srv/p/b.py","o":"/srv/q"}"#))
+            .write_all(&frame(&answer("/srv/p/b.py")))
             .await
             .unwrap();
         let mut buf = BytesMut::new();
         assert_eq!(
             next_body(&mut ours, &mut buf).await,
-            r#"{"uri":"file:///home/me/p/b.py","o":"/srv/q"}"#
+            answer("/home/me/p/b.py")
         );
         drop(server);
         assert_eq!(

@@ -175,6 +175,7 @@ impl FileWatchers {
 mod tests {
     use super::*;
     use crate::lsp::registration::raw_json;
+    use crate::test_paths::{os_pathbuf, os_uri};
 
     fn registration(options: Value) -> Registration {
         Registration {
@@ -186,13 +187,19 @@ mod tests {
 
     #[test]
     fn plain_relative_and_absolute_patterns_match() {
-        let root = Path::new("/ws/proj");
+        let root = &os_pathbuf("/ws/proj");
+        // An absolute glob as a server on this OS writes one (globs use `/`).
+        let absolute = if cfg!(windows) {
+            "C:/ws/proj/**/Cargo.toml"
+        } else {
+            "/ws/proj/**/Cargo.toml"
+        };
         let watchers = FileWatchers::new(
             &[registration(json!({"watchers": [
                 {"globPattern": "**/*.rs"},
-                {"globPattern": "/ws/proj/**/Cargo.toml", "kind": 4},
-                {"globPattern": {"baseUri": "file:///ws/proj/py", "pattern": "*.py"}},
-                {"globPattern": {"baseUri": {"uri": "file:///ws/proj/cfg", "name": "cfg"}, "pattern": "**/*.json"}}
+                {"globPattern": absolute, "kind": 4},
+                {"globPattern": {"baseUri": os_uri("/ws/proj/py"), "pattern": "*.py"}},
+                {"globPattern": {"baseUri": {"uri": os_uri("/ws/proj/cfg"), "name": "cfg"}, "pattern": "**/*.json"}}
             ]}))],
             &["**/*.md".to_string()],
         );
@@ -222,11 +229,11 @@ mod tests {
         assert_eq!(
             uris,
             vec![
-                ("file:///ws/proj/src/lib.rs".to_string(), 2),
-                ("file:///ws/proj/b/Cargo.toml".to_string(), 3),
-                ("file:///ws/proj/py/m.py".to_string(), 1),
-                ("file:///ws/proj/cfg/x/y.json".to_string(), 3),
-                ("file:///ws/proj/README.md".to_string(), 2),
+                (os_uri("/ws/proj/src/lib.rs"), 2),
+                (os_uri("/ws/proj/b/Cargo.toml"), 3),
+                (os_uri("/ws/proj/py/m.py"), 1),
+                (os_uri("/ws/proj/cfg/x/y.json"), 3),
+                (os_uri("/ws/proj/README.md"), 2),
             ]
         );
     }

@@ -1,21 +1,25 @@
 //! Unit tests of `edit/plan.rs`.
 
 use super::*;
+use crate::test_paths::{os_pathbuf, os_uri};
 use serde_json::json;
 use std::collections::HashMap;
 
-const ROOT: &str = "/ws";
+/// The root, `/ws` (`C:\ws` on Windows).
+fn root() -> PathBuf {
+    os_pathbuf("/ws")
+}
 
 fn p(name: &str) -> PathBuf {
-    Path::new(ROOT).join(name)
+    root().join(name)
 }
 
 fn uri(name: &str) -> String {
-    format!("file://{ROOT}/{name}")
+    os_uri(&format!("/ws/{name}"))
 }
 
 fn in_root(path: &Path) -> bool {
-    path.starts_with(ROOT)
+    path.starts_with(root())
 }
 
 fn run_with(
@@ -433,7 +437,7 @@ fn paths_outside_the_roots_are_refused() {
     let e = err_of(run(
         json!({"documentChanges": [
             text_doc("a.rs", Value::Null, vec![edit(0, 0, 0, 0, "x")]),
-            {"kind": "create", "uri": "file:///etc/evil"},
+            {"kind": "create", "uri": os_uri("/etc/evil")},
         ]}),
         &[("a.rs", Entry::text(""))],
     ));
@@ -441,14 +445,14 @@ fn paths_outside_the_roots_are_refused() {
     assert_eq!(
         e.kind,
         PlanErrorKind::NotWritable {
-            path: PathBuf::from("/etc/evil")
+            path: os_pathbuf("/etc/evil")
         }
     );
     // Renaming out of the roots is refused as well, and the lookup is
     // never asked about the outside path.
     let e = err_of(run(
         json!({"documentChanges": [
-            {"kind": "rename", "oldUri": uri("a.rs"), "newUri": "file:///tmp/a.rs"},
+            {"kind": "rename", "oldUri": uri("a.rs"), "newUri": os_uri("/tmp/a.rs")},
         ]}),
         &[("a.rs", Entry::text(""))],
     ));

@@ -200,23 +200,22 @@ impl Confinement {
             // WHATWG reads `\` as `/` in file URLs, the kernel as a name byte.
             return Err(invalid(uri, "contains a backslash"));
         }
-        let raw_path = match hier.strip_prefix("//") {
-            Some(rest) => {
-                // The authority as written, before any parser reads it: the
-                // `url` crate takes `file://./C:/x` as a local path, which a
-                // Windows server opens as the device path `\\.\C:\x`.
-                let end = rest.find('/').unwrap_or(rest.len());
-                let authority = &rest[..end];
-                if !(authority.is_empty() || authority.eq_ignore_ascii_case("localhost")) {
-                    return Err(invalid(
-                        uri,
-                        &format!("host {authority:?} is not localhost"),
-                    ));
-                }
-                &rest[end..]
-            }
-            None => hier,
+        let (authority, raw_path) = match hier.strip_prefix("//") {
+            Some(rest) => rest.find('/').map_or((rest, ""), |i| rest.split_at(i)),
+            None => ("", hier),
         };
+        // The host as written decides, before any parser reads it. WHATWG
+        // drops the host of a file URL whose path starts with a drive letter
+        // (`file://server/C:/x` is `file:///C:/x` to `url`), and the `url`
+        // crate takes `file://./C:/x` as local: a server reading either
+        // another way opens a share (`\\server\C:\x`, sending the user's
+        // credentials to that host) or the device path `\\.\C:\x`.
+        if !(authority.is_empty() || authority.eq_ignore_ascii_case("localhost")) {
+            return Err(invalid(
+                uri,
+                &format!("the URI names a host ({authority:?}) that is not localhost"),
+            ));
+        }
         let lower = raw_path.to_ascii_lowercase();
         if lower.contains("%2f") || lower.contains("%5c") {
             return Err(invalid(uri, "contains an encoded path separator"));

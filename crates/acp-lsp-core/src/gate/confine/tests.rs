@@ -18,7 +18,7 @@ struct Fixture {
 
 fn fixture() -> Fixture {
     let dir = tempfile::tempdir().unwrap();
-    let base = fs::canonicalize(dir.path()).unwrap();
+    let base = canonical(dir.path());
     let proj = base.join("proj");
     let outside = base.join("outside");
     let ro = base.join("ro");
@@ -46,8 +46,42 @@ fn fixture() -> Fixture {
     }
 }
 
+/// `fs::canonicalize`, spelled as roots are on Windows: `C:\…`, not the
+/// verbatim `\\?\C:\…` it answers there (the gate resolves a root to the
+/// plain spelling, so expected paths must use it too).
+fn canonical(path: &Path) -> PathBuf {
+    let real = fs::canonicalize(path).unwrap();
+    #[cfg(windows)]
+    if let Some(plain) = real.to_str().and_then(|s| s.strip_prefix(r"\\?\")) {
+        return PathBuf::from(plain);
+    }
+    real
+}
+
+/// The path part of a file URI for an absolute path of this OS: `/tmp/x`
+/// on Unix, `/C:/Users/x` on Windows (its separators made `/`).
+fn uri_path(path: &Path) -> String {
+    let text = path.display().to_string();
+    if cfg!(windows) {
+        format!("/{}", text.replace('\\', "/"))
+    } else {
+        text
+    }
+}
+
 fn file_uri(path: &Path) -> String {
-    format!("file://{}", path.display())
+    format!("file://{}", uri_path(path))
+}
+
+/// A file URI for a fixed absolute path written the Unix way (`/etc/passwd`):
+/// on Windows on drive C (`file:///C:/etc/passwd`), since a path with no
+/// drive is refused there for another reason than the one under test.
+fn abs_uri(unix_path: &str) -> String {
+    if cfg!(windows) {
+        format!("file:///C:{unix_path}")
+    } else {
+        format!("file://{unix_path}")
+    }
 }
 
 fn assert_outside(conf: &Confinement, uri: &str) {
@@ -92,7 +126,7 @@ fn dotdot_escape_is_refused() {
         &f.conf,
         &format!("{}/src/../../outside/secret.txt", file_uri(&f.proj)),
     );
-    assert_outside(&f.conf, "file:///../../../../etc/passwd");
+    assert_outside(&f.conf, &abs_uri("/../../../../etc/passwd"));
     // `..` that stays inside is normalised by `url`, not refused.
     assert_eq!(
         f.conf
@@ -365,10 +399,10 @@ fn remote_host_is_invalid() {
     assert_invalid(&f.conf, "file://otherhost/x");
     assert_invalid(
         &f.conf,
-        &format!("file://otherhost{}", f.proj.join("src/main.rs").display()),
+        &format!("file://otherhost{}", uri_path(&f.proj.join("src/main.rs"))),
     );
     assert_invalid(&f.conf, "file://127.0.0.1/etc/passwd");
-    let via_localhost = format!("file://localhost{}", f.proj.join("src/main.rs").display());
+    let via_localhost = format!("file://localhost{}", uri_path(&f.proj.join("src/main.rs")));
     assert_eq!(
         f.conf.check_uri(&via_localhost),
         Ok(Some(f.proj.join("src/main.rs")))
@@ -436,7 +470,7 @@ fn colon_in_new_name_is_not_a_uri() {
 #[test]
 fn file_uri_spellings_are_all_checked() {
     let f = fixture();
-    let path = f.outside.join("secret.txt").display().to_string();
+    let path = uri_path(&f.outside.join("secret.txt"));
     for s in [
         format!("FILE://{path}"),
         format!("File:{path}"),
@@ -711,5 +745,132 @@ fn a_dot_host_is_invalid() {
     let path = path.trim_start_matches('/');
     for host in [".", "..", "%2e", "LOCALHOST.", "?"] {
         assert_invalid(&f.conf, &format!("file://{host}/{path}"));
+    }
+}
+
+// Drive letters (Windows; run under wine in CI). The fixture's root is a
+// temporary directory on drive C, spelled `C:\…`.
+
+/// A path's drive letter (`C`) and the rest of its URI path after `C:`
+/// (`/users/…`), so a test can spell the drive as it likes.
+#[cfg(windows)]
+fn drive_and_rest(path: &Path) -> (char, String) {
+    let text = uri_path(path);
+    let mut chars = text.chars().skip(1);
+    let drive = chars.next().unwrap();
+    assert_eq!(chars.next(), Some(':'), "{text}");
+    (drive, chars.collect())
+}
+
+#[cfg(windows)]
+#[test]
+fn a_drive_letter_uri_inside_the_root_is_allowed() {
+    let f = fixture();
+    let main = f.proj.join("src").join("main.rs");
+    let (drive, rest) = drive_and_rest(&main);
+    assert_eq!(drive, 'C', "the fixture lives on drive C");
+    let uri = format!("file:///C:{rest}");
+    assert_eq!(f.conf.check_uri(&uri), Ok(Some(main.clone())));
+    // `file://localhost/C:/…` is the same file.
+    let via_localhost = format!("file://localhost/C:{rest}");
+    assert_eq!(f.conf.check_uri(&via_localhost), Ok(Some(main.clone())));
+    let params = json!({"textDocument": {"uri": uri}});
+    assert_eq!(f.conf.check_params(&params), Ok(()));
+}
+
+#[cfg(windows)]
+#[test]
+fn another_drive_is_refused() {
+    let f = fixture();
+    let (_, rest) = drive_and_rest(&f.proj.join("src").join("main.rs"));
+    // The same path on other drives: Z: is wine's view of `/`, D: is
+    // usually nothing at all; neither is the root.
+    for drive in ['D', 'Z', 'd'] {
+        assert_outside(&f.conf, &format!("file:///{drive}:{rest}"));
+    }
+    assert_outside(&f.conf, "file:///D:/");
+    assert!(!f.conf.is_writable(Path::new(r"D:\ws\a.rs")));
+}
+
+/// Windows file systems compare names without case: `c:` is `C:`, and a
+/// name in another case is the same file, resolved to the case it is
+/// stored in, so it is inside exactly when the stored one is.
+#[cfg(windows)]
+#[test]
+fn drive_letter_and_name_case_do_not_matter() {
+    let f = fixture();
+    let main = f.proj.join("src").join("main.rs");
+    let (_, rest) = drive_and_rest(&main);
+    assert_eq!(
+        f.conf.check_uri(&format!("file:///c:{rest}")),
+        Ok(Some(main.clone()))
+    );
+    assert_eq!(
+        f.conf
+            .check_uri(&format!("file:///c:{}", rest.to_uppercase())),
+        Ok(Some(main.clone()))
+    );
+    let (_, outside) = drive_and_rest(&f.outside.join("secret.txt"));
+    assert_outside(&f.conf, &format!("file:///c:{}", outside.to_uppercase()));
+    let (_, evil) = drive_and_rest(&f.base.join("PROJ-EVIL").join("x.rs"));
+    assert_outside(&f.conf, &format!("file:///c:{evil}"));
+    // A root given in another case than the disk's is the same root.
+    let upper = PathBuf::from(f.proj.display().to_string().to_uppercase());
+    let conf = Confinement::new(&[upper], &[], &[]);
+    assert_eq!(
+        conf.check_uri(&format!("file:///C:{rest}")),
+        Ok(Some(main.clone()))
+    );
+    assert!(conf.is_writable(&main));
+    assert_outside(&conf, &format!("file:///C:{outside}"));
+}
+
+#[cfg(windows)]
+#[test]
+fn dotdot_escapes_from_a_drive_root_are_refused() {
+    let f = fixture();
+    let (_, proj) = drive_and_rest(&f.proj);
+    for escape in [
+        format!("file:///C:{proj}/../outside/secret.txt"),
+        format!("file:///C:{proj}/src/../../outside/secret.txt"),
+        format!("file:///C:{proj}/%2e%2e/outside/secret.txt"),
+        format!("file:///C:{proj}/.%2E/proj-evil/x.rs"),
+        // `..` past the drive's root stays on the drive, outside the root.
+        "file:///C:/../../../../Windows/win.ini".to_string(),
+    ] {
+        assert_outside(&f.conf, &escape);
+    }
+    // `..` cannot climb from `C:` to another drive: `D:` after it is a
+    // name with a colon (a stream), refused before any look-up.
+    assert_invalid(&f.conf, "file:///C:/../D:/x");
+    assert_invalid(&f.conf, &format!("file:///C:{proj}/..\\..\\outside"));
+    // A `..` that stays inside is normalised, not refused.
+    assert_eq!(
+        f.conf
+            .check_uri(&format!("file:///C:{proj}/sub/../src/main.rs")),
+        Ok(Some(f.proj.join("src").join("main.rs")))
+    );
+    assert!(!f.conf.is_writable(&f.proj.join(r"..\outside\secret.txt")));
+}
+
+/// What is no path on a drive is refused before any look-up: a share (it
+/// would send the user's credentials to that server), a path with no
+/// drive, a device, a stream, a name Windows trims.
+#[cfg(windows)]
+#[test]
+fn what_is_no_path_on_a_drive_is_invalid() {
+    let f = fixture();
+    let (_, proj) = drive_and_rest(&f.proj);
+    for bad in [
+        "file:////server/share/x.rs".to_string(),
+        "file:///ws/proj/a.rs".to_string(),
+        "file://server/C:/x".to_string(),
+        format!("file:///C:{proj}/src/CON"),
+        format!("file:///C:{proj}/src/nul.txt"),
+        format!("file:///C:{proj}/src/main.rs:stream"),
+        format!("file:///C:{proj}/src/main.rs."),
+        format!("file:///C:{proj}/..%20/outside/secret.txt"),
+    ] {
+        assert_invalid(&f.conf, &bad);
     }
 }
