@@ -677,13 +677,14 @@ mod tests {
 
     #[test]
     fn relative_paths_stay_under_the_root() {
-        let root = Path::new("/p/root");
+        use crate::test_paths::{os_pathbuf, os_uri};
+        let root = os_pathbuf("/p/root");
         assert_eq!(
-            relative_path(root, "file:///p/root/src/a.rs").as_deref(),
+            relative_path(&root, &os_uri("/p/root/src/a.rs")).as_deref(),
             Some("src/a.rs")
         );
-        assert_eq!(relative_path(root, "file:///p/other/a.rs"), None);
-        assert_eq!(relative_path(root, "file:///p/root"), None);
-        assert_eq!(relative_path(root, "untitled:x"), None);
+        assert_eq!(relative_path(&root, &os_uri("/p/other/a.rs")), None);
+        assert_eq!(relative_path(&root, &os_uri("/p/root")), None);
+        assert_eq!(relative_path(&root, "untitled:x"), None);
     }
 }
