@@ -213,7 +213,7 @@ impl Confinement {
         if !(authority.is_empty() || authority.eq_ignore_ascii_case("localhost")) {
             return Err(invalid(
                 uri,
-                &format!("the URI names a host ({authority:?}) that is not localhost"),
+                &format!("host {authority:?} is not localhost"),
             ));
         }
         let lower = raw_path.to_ascii_lowercase();
