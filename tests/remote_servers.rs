@@ -255,6 +255,9 @@ where
             (Some(t), Some(_)) => offered.contains(&t.as_str()),
         };
         if !allowed {
+            // Counted here, before tungstenite writes the 401: the client may see
+            // the refusal (and the test read the count) before accept returns.
+            shared.refused.fetch_add(1, Ordering::SeqCst);
             let mut refusal = ErrorResponse::new(Some("unauthorized".to_string()));
             *refusal.status_mut() = http::StatusCode::UNAUTHORIZED;
             return Err(refusal);
@@ -268,8 +271,8 @@ where
         }
         Ok(response)
     };
+    // A refusal was counted in `check`; a broken handshake is not a refusal.
     let Ok(socket) = tokio_tungstenite::accept_hdr_async(stream, check).await else {
-        shared.refused.fetch_add(1, Ordering::SeqCst);
         return;
     };
     let (mut child, cancel) = pyright(shared);
