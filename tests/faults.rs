@@ -6,19 +6,29 @@
 //!
 //! Every test ends with `Registry::shutdown` and checks that no process it saw
 //! is left alive.
-// Unix only: it needs the Linux tools CI installs, /proc or Unix signals
-// and sockets; what runs on Windows, and why the rest does not: docs/testing.md.
-#![cfg(unix)]
-#![cfg(target_os = "linux")]
+//!
+//! On Windows (under wine in CI) the fake-server tests run too: liveness and
+//! the process tree come from `OpenProcess` and a ToolHelp snapshot instead
+//! of /proc, and the Job Object stands where the process group does. The
+//! tests of the `acp-lsp proxy` binary (`kill -9`, SIGTERM to the tree) and
+//! the rustup stub (a shell script) are Unix only; the Job Object's kill on
+//! close is `tests/process_lifecycle.rs`'s. docs/testing.md lists them.
+#![cfg(any(target_os = "linux", windows))]
 
 mod support;
 
-use support::fake::{assert_echo, read_log, FakeProject, FakeServer, CALL_TIMEOUT, HOVER};
+#[cfg(unix)]
+use support::fake::FakeProject;
+use support::fake::{assert_echo, read_log, FakeServer, CALL_TIMEOUT, HOVER};
+#[cfg(target_os = "linux")]
 use support::procfs::{
     descendants, group_members, process_alive, process_group, processes_with_env, program,
     wait_until_gone,
 };
+#[cfg(target_os = "linux")]
 use support::proxy::{ProxyBuilder, ANSWERING_AGENT};
+#[cfg(windows)]
+use support::windows_processes::{in_a_job, process_alive, wait_until_gone};
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -67,6 +77,38 @@ fn read_pid_file(path: &Path) -> Option<u32> {
 struct Fake {
     fake: FakeServer,
     pids: Mutex<Vec<u32>>,
+    /// Windows: one fault test at a time in this binary, since a test tells
+    /// its fake servers from another test's by being this process's only
+    /// ones (Linux tells them apart by their `FAKE_LSP_LOG`).
+    #[cfg(windows)]
+    _alone: tokio::sync::MutexGuard<'static, ()>,
+}
+
+/// Held by the one [`Fake`] alive on Windows.
+#[cfg(windows)]
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// What `lastError` says of a server that exited with `code` (std's
+/// `ExitStatus` display).
+fn exit_text(code: i32) -> String {
+    if cfg!(windows) {
+        format!("exit code: {code}")
+    } else {
+        format!("exit status: {code}")
+    }
+}
+
+/// Ends `pid` at once: clean-up of what a failing test left running.
+fn kill_now(pid: u32) {
+    #[cfg(unix)]
+    {
+        // SAFETY: kill only sends a signal.
+        unsafe {
+            libc::kill(pid as libc::pid_t, libc::SIGKILL);
+        }
+    }
+    #[cfg(windows)]
+    support::windows_processes::kill(pid);
 }
 
 impl std::ops::Deref for Fake {
@@ -81,6 +123,8 @@ impl Fake {
     /// Starts a session over a fresh workspace whose one server is the fake in
     /// `mode`; `tweak` adjusts the server's configuration.
     async fn start(mode: &str, tweak: impl FnOnce(&mut ServerConfig, &Path)) -> Fake {
+        #[cfg(windows)]
+        let alone = ONE_AT_A_TIME.lock().await;
         let (fake, entry) =
             FakeServer::start(mode, RegistryOptions::default(), |_| {}, tweak).await;
         assert_eq!(entry["name"], "fake");
@@ -88,6 +132,8 @@ impl Fake {
         Fake {
             fake,
             pids: Mutex::new(Vec::new()),
+            #[cfg(windows)]
+            _alone: alone,
         }
     }
 
@@ -177,7 +223,13 @@ impl Fake {
 
     /// Running instances of this test's fake server.
     fn instances(&self) -> Vec<u32> {
-        processes_with_env("FAKE_LSP_LOG", &self.log.display().to_string())
+        #[cfg(target_os = "linux")]
+        return processes_with_env("FAKE_LSP_LOG", &self.log.display().to_string());
+        #[cfg(windows)]
+        return support::windows_processes::descendants_named(
+            std::process::id(),
+            "acp-lsp-fake-server.exe",
+        );
     }
 
     /// Stops everything and checks that no process this test saw survives.
@@ -193,10 +245,7 @@ impl Fake {
         let survivors = wait_until_gone(&pids, GONE_TIMEOUT).await;
         for pid in &survivors {
             // Do not leak them into the next test run.
-            // SAFETY: kill only sends a signal.
-            unsafe {
-                libc::kill(*pid as libc::pid_t, libc::SIGKILL);
-            }
+            kill_now(*pid);
         }
         assert!(
             survivors.is_empty(),
@@ -258,7 +307,7 @@ async fn crash_mid_request_fails_it_promptly_and_the_server_restarts() {
         .as_str()
         .unwrap_or_default();
     assert!(
-        last_error.contains("exit status: 3"),
+        last_error.contains(&exit_text(3)),
         "lastError should say how it exited: {entry}"
     );
     fake.finish().await;
@@ -376,7 +425,7 @@ async fn crash_loop_ends_in_failed_and_requests_fail_fast() {
     let last_error = entry["_meta"]["acp-lsp"]["lastError"]
         .as_str()
         .unwrap_or_default();
-    assert!(last_error.contains("exit status: 4"), "{entry}");
+    assert!(last_error.contains(&exit_text(4)), "{entry}");
 
     let started = Instant::now();
     let response = fake.request(None).await;
@@ -389,7 +438,7 @@ async fn crash_loop_ends_in_failed_and_requests_fail_fast() {
     assert!(
         data["lastError"]
             .as_str()
-            .is_some_and(|e| e.contains("exit status: 4")),
+            .is_some_and(|e| e.contains(&exit_text(4))),
         "{response}"
     );
     assert!(data.get("retryable").is_none(), "{response}");
@@ -403,6 +452,7 @@ async fn crash_loop_ends_in_failed_and_requests_fail_fast() {
 /// 2a. rustup's stub without the component (every rustup user has a
 ///     `rust-analyzer` on PATH that fails until `rustup component add`): no
 ///     restarts, `failed` at once, and the error says what to run.
+#[cfg(unix)]
 #[tokio::test]
 async fn a_rustup_stub_fails_at_once_with_the_fix() {
     let fake = Fake::start("", |server, outside| {
@@ -536,9 +586,15 @@ async fn shutdown_kills_a_server_that_ignores_it() {
     )
     .expect("u32");
     assert!(process_alive(pid));
+    // What `finish` checks is gone is found while it runs.
+    assert_eq!(fake.instances(), [pid], "the running instance is listed");
+    #[cfg(unix)]
     assert_eq!(process_group(pid), Some(pid), "the server leads its group");
+    #[cfg(windows)]
+    assert!(in_a_job(pid), "the server runs in a job");
     let log = fake.log.clone();
     let _dir = fake.finish().await;
+    #[cfg(unix)]
     assert!(group_members(pid).is_empty(), "its group is empty");
     // The polite path was tried first.
     let log = read_log(&log);
@@ -571,7 +627,19 @@ async fn shutdown_kills_a_forked_grandchild() {
     let grandchild = poll_for("the grandchild pid file", || read_pid_file(&pid_file)).await;
     fake.note_pid(grandchild);
     assert!(process_alive(grandchild));
+    #[cfg(unix)]
     assert_eq!(process_group(grandchild), Some(server_pid));
+    // Windows: the grandchild's parent is the server, and it is in a job
+    // (its server's, inherited: no breakaway is allowed).
+    #[cfg(windows)]
+    {
+        let below = support::windows_processes::descendants_named(
+            server_pid,
+            "acp-lsp-fake-server.exe",
+        );
+        assert_eq!(below, [grandchild], "the server started it");
+        assert!(in_a_job(grandchild), "the grandchild runs in a job");
+    }
     fake.finish().await;
     assert!(!process_alive(grandchild));
 }
@@ -789,6 +857,7 @@ async fn cancelling_a_request_cancels_it_on_the_server() {
 // ---------------------------------------------------------------- the binary
 
 /// 12. `kill -9` of the proxy takes its language servers with it.
+#[cfg(unix)]
 #[tokio::test]
 async fn killing_the_proxy_ends_its_servers() {
     let pid_dir = tempfile::tempdir().expect("temp dir");
@@ -841,6 +910,7 @@ async fn killing_the_proxy_ends_its_servers() {
 /// the proxy, its agent, its server and the orphan guardian get the signal
 /// at once. The proxy, shutting down, does not restart the server the
 /// signal ended, warns about nothing, and leaves nothing running.
+#[cfg(unix)]
 #[tokio::test]
 async fn a_sigterm_to_the_whole_process_tree_ends_all_without_a_restart() {
     let project = FakeProject::new("", &[]);

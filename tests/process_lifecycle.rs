@@ -7,7 +7,7 @@
 //! stands where the process group does: a grandchild dies with its server's
 //! job, and a killed spawner's job takes its child along. The tests that
 //! need `sh`, signals or process groups are Unix only (docs/testing.md).
-#![cfg(target_os = "linux")]
+#![cfg(any(target_os = "linux", windows))]
 
 mod support;
 
@@ -17,6 +17,7 @@ use support::procfs::process_group;
 #[cfg(unix)]
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
+#[cfg(unix)]
 use std::sync::Once;
 use std::time::{Duration, Instant};
 
@@ -291,6 +292,7 @@ async fn env_is_sanitized_passthrough_kept_and_extras_applied() {
 /// Credential carriers that a denylist by name (KEY/TOKEN/SECRET/PASSWORD)
 /// let through (the first 21; issue 13 counted 25 of 26 in its own set), and
 /// five that hide inside allowed toolchain families.
+#[cfg(unix)]
 const CREDENTIAL_CARRIERS: [(&str, &str); 26] = [
     ("DATABASE_URL", "postgres://app:carrier-1@db/app"),
     ("REDIS_URL", "redis://:carrier-2@cache:6379"),
@@ -325,6 +327,7 @@ const CREDENTIAL_CARRIERS: [(&str, &str); 26] = [
 
 /// Allowlisted variables (or members of allowed families) that must reach a
 /// server; inert for everything else this test binary runs.
+#[cfg(unix)]
 const ALLOWED_PROBES: [(&str, &str); 12] = [
     ("CARGO_ACP_LSP_PROBE", "cargo-family"),
     ("RUSTUP_ACP_LSP_PROBE", "rustup-family"),

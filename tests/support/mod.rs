@@ -9,7 +9,8 @@
 //!   of a scripted agent, its stderr captured ([`proxy::ProxyChild`]), with
 //!   [`proxy::AcpClient`] as the editor; [`cli::run`] runs one command.
 //! - Calls and waits: [`gate::call`] (one gate call, decoded), [`wait::until`]
-//!   (a bounded poll), [`procfs`] (what is left running), [`captured_log`]
+//!   (a bounded poll), [`procfs`] (what is left running; on Windows
+//!   `windows_processes`), [`captured_log`]
 //!   (log lines as JSON, alone in a binary).
 //! - An editor on the official ACP SDK: [`acp_editor::converse`] (one
 //!   session, prompts, the agent's replies; `fs/*` answered from disk).
@@ -27,6 +28,8 @@ pub mod proxy;
 pub mod recorded;
 pub mod registry;
 pub mod wait;
+#[cfg(windows)]
+pub mod windows_processes;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
