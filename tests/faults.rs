@@ -633,10 +633,8 @@ async fn shutdown_kills_a_forked_grandchild() {
     // (its server's, inherited: no breakaway is allowed).
     #[cfg(windows)]
     {
-        let below = support::windows_processes::descendants_named(
-            server_pid,
-            "acp-lsp-fake-server.exe",
-        );
+        let below =
+            support::windows_processes::descendants_named(server_pid, "acp-lsp-fake-server.exe");
         assert_eq!(below, [grandchild], "the server started it");
         assert!(in_a_job(grandchild), "the grandchild runs in a job");
     }

@@ -575,7 +575,7 @@ fn container_name(index: &Index, symbol: u32, scip_name: &str) -> Option<String>
     if let Some(enclosing) = index.facts(symbol).and_then(|f| f.enclosing) {
         return Some(index.short_name(enclosing));
     }
-    let descriptors = scip_name.splitn(5, ' ').nth(4)?;
+    let descriptors = super::index::descriptors(scip_name)?;
     let trimmed = descriptors.trim_end_matches(['.', '#', '/', ':', '!', ')', '(']);
     let cut = trimmed.rfind(['.', '#', '/'])?;
     let parent = &descriptors[..=cut];

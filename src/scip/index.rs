@@ -309,8 +309,7 @@ pub fn last_descriptor(symbol: &str) -> String {
     if symbol.starts_with("local ") {
         return symbol.to_string();
     }
-    // Descriptors follow the fourth space (scheme, manager, package, version).
-    let descriptors = symbol.splitn(5, ' ').nth(4).unwrap_or(symbol);
+    let descriptors = descriptors(symbol).unwrap_or(symbol);
     let trimmed = descriptors.trim_end_matches(['.', '#', '/', ':', '!']);
     let trimmed = trimmed.strip_suffix(')').map_or(trimmed, |t| {
         match t.rfind('(') {
@@ -333,11 +332,17 @@ pub fn last_descriptor(symbol: &str) -> String {
 /// (`f().[T]`): the descriptors an indexer shares between a function's
 /// overload signatures, which a live server tells apart.
 pub fn is_parameter(symbol: &str) -> bool {
-    !symbol.starts_with("local ")
-        && symbol
-            .splitn(5, ' ')
-            .nth(4)
-            .is_some_and(|descriptors| descriptors.ends_with([')', ']']))
+    descriptors(symbol).is_some_and(|descriptors| descriptors.ends_with([')', ']']))
+}
+
+/// The descriptors of a global SCIP symbol, what follows its fourth space
+/// (scheme, manager, package, version): `geometry/Point#norm().`. `None` for
+/// a local symbol, or one with fewer fields.
+pub fn descriptors(symbol: &str) -> Option<&str> {
+    if symbol.starts_with("local ") {
+        return None;
+    }
+    symbol.splitn(5, ' ').nth(4)
 }
 
 #[cfg(test)]

@@ -256,7 +256,13 @@ pub fn index(
         let started = Instant::now();
         let since = SystemTime::now();
         let scratch = out.join(format!(".{name}.partial"));
-        run_indexer(language, &program, &path, &scratch, options.timeout, report)?;
+        let run = Run {
+            language,
+            program: &program,
+            dir: &path,
+            commit: commit.as_deref(),
+        };
+        run_indexer(&run, &scratch, options.timeout, report)?;
         let outcome = finish(
             language,
             &path,
@@ -321,13 +327,24 @@ fn git_commit(dir: &Path) -> Option<String> {
     Some(if dirty { format!("{head}+dirty") } else { head })
 }
 
-/// The indexer's command line for `dir`, writing `output`.
-fn indexer_command(
+/// One indexer run: which indexer, over which project.
+struct Run<'a> {
     language: Language,
-    program: &Path,
-    dir: &Path,
-    output: &Path,
-) -> Result<Command, ProduceError> {
+    program: &'a Path,
+    dir: &'a Path,
+    /// The project's git commit (`index` reads it once for the index's
+    /// metadata; scip-python's `--project-version` is the same).
+    commit: Option<&'a str>,
+}
+
+/// The indexer's command line for `run`, writing `output`.
+fn indexer_command(run: &Run, output: &Path) -> Result<Command, ProduceError> {
+    let Run {
+        language,
+        program,
+        dir,
+        commit,
+    } = *run;
     let mut command = Command::new(program);
     match language {
         Language::Rust => {
@@ -355,7 +372,7 @@ fn indexer_command(
             // repository it fails on the first module outside a package
             // (`normalizeNameOrVersion` of undefined: packaging's
             // `docs/conf.py`). The version only names the index's symbols.
-            let version = git_commit(dir)
+            let version = commit
                 .map(|c| c.trim_end_matches("+dirty").to_string())
                 .unwrap_or_else(|| "unversioned".to_string());
             command
@@ -390,15 +407,19 @@ fn indexer_command(
 
 /// Runs one indexer to `output`, passing its output lines on.
 fn run_indexer(
-    language: Language,
-    program: &Path,
-    dir: &Path,
+    run: &Run,
     output: &Path,
     timeout: Duration,
     report: &mut dyn FnMut(&str),
 ) -> Result<(), ProduceError> {
+    let Run {
+        language,
+        program,
+        dir,
+        ..
+    } = *run;
     let name = language.program();
-    let mut command = indexer_command(language, program, dir, output)?;
+    let mut command = indexer_command(run, output)?;
     command
         .current_dir(dir)
         .stdin(Stdio::null())

@@ -233,6 +233,9 @@ impl Confinement {
         if url.scheme() != "file" {
             return Err(invalid(uri, "not a file URI"));
         }
+        // The parser's reading of the host. The written check above already
+        // refuses every host but localhost, so this cannot fire today; it is
+        // kept so that loosening that check can never let a host through.
         match url.host_str() {
             None | Some("") | Some("localhost") => {}
             Some(host) => return Err(invalid(uri, &format!("host {host:?} is not localhost"))),
