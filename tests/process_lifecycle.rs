@@ -11,6 +11,8 @@
 
 mod support;
 
+use support::procfs::alive_among;
+
 #[cfg(unix)]
 use support::procfs::process_group;
 
@@ -115,33 +117,9 @@ async fn reaped(server: &mut ServerProcess, what: &str) -> std::process::ExitSta
 /// exit code `OpenProcess` finds on Windows.
 fn process_alive(pid: u32) -> bool {
     #[cfg(unix)]
-    {
-        support::procfs::process_alive(pid)
-    }
+    return support::procfs::process_alive(pid);
     #[cfg(windows)]
-    {
-        use windows_sys::Win32::Foundation::{CloseHandle, STILL_ACTIVE};
-        use windows_sys::Win32::System::Threading::{
-            GetExitCodeProcess, OpenProcess, PROCESS_QUERY_LIMITED_INFORMATION,
-        };
-        // SAFETY: OpenProcess takes plain values; the handle is checked,
-        // used for one query and closed.
-        unsafe {
-            let handle = OpenProcess(PROCESS_QUERY_LIMITED_INFORMATION, 0, pid);
-            if handle.is_null() {
-                return false;
-            }
-            let mut code = 0u32;
-            let ok = GetExitCodeProcess(handle, &mut code) != 0;
-            CloseHandle(handle);
-            ok && code == STILL_ACTIVE as u32
-        }
-    }
-}
-
-/// The processes among `pids` that are still alive.
-fn alive_among(pids: &[u32]) -> Vec<u32> {
-    pids.iter().copied().filter(|p| process_alive(*p)).collect()
+    return support::windows_processes::process_alive(pid);
 }
 
 /// Asserts that every process of `pids` ends within [`GONE_TIMEOUT`].

@@ -1,4 +1,6 @@
 //! Process checks read from /proc, for tests that must prove no process is left behind.
+//! The waits ([`alive_among`], [`wait_until_gone`]) work on Windows too, through
+//! [`super::windows_processes`].
 
 use std::time::{Duration, Instant};
 
@@ -46,7 +48,15 @@ pub fn group_members(pgid: u32) -> Vec<u32> {
 
 /// The processes among `pids` that are still alive.
 pub fn alive_among(pids: &[u32]) -> Vec<u32> {
-    pids.iter().copied().filter(|p| process_alive(*p)).collect()
+    pids.iter().copied().filter(|p| alive(*p)).collect()
+}
+
+/// Whether `pid` lives, as this OS tells it: /proc, or `OpenProcess` on Windows.
+fn alive(pid: u32) -> bool {
+    #[cfg(windows)]
+    return super::windows_processes::process_alive(pid);
+    #[cfg(not(windows))]
+    return process_alive(pid);
 }
 
 /// Polls until none of `pids` is alive or `timeout` passes; returns the survivors.

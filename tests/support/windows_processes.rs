@@ -1,9 +1,8 @@
 //! Process checks on Windows, where there is no /proc: liveness from the exit
 //! code `OpenProcess` finds, the process tree from a ToolHelp snapshot, job
 //! membership from `IsProcessInJob`. The fault tests' "nothing is left" checks
-//! under wine use these where Linux reads /proc ([`super::procfs`]).
-
-use std::time::{Duration, Instant};
+//! under wine use these where Linux reads /proc ([`super::procfs`], whose
+//! waits use [`process_alive`] here on Windows).
 
 use windows_sys::Win32::Foundation::{CloseHandle, INVALID_HANDLE_VALUE, STILL_ACTIVE};
 use windows_sys::Win32::System::Diagnostics::ToolHelp::{
@@ -14,9 +13,6 @@ use windows_sys::Win32::System::Threading::{
     GetExitCodeProcess, OpenProcess, TerminateProcess, PROCESS_QUERY_INFORMATION,
     PROCESS_QUERY_LIMITED_INFORMATION, PROCESS_TERMINATE,
 };
-
-/// How often a wait looks again.
-pub const POLL_INTERVAL: Duration = Duration::from_millis(20);
 
 /// Whether `pid` is a live process: it can be opened and has no exit code yet.
 pub fn process_alive(pid: u32) -> bool {
@@ -111,21 +107,4 @@ pub fn descendants_named(pid: u32, program: &str) -> Vec<u32> {
         }
     }
     found
-}
-
-/// The processes among `pids` that are still alive.
-pub fn alive_among(pids: &[u32]) -> Vec<u32> {
-    pids.iter().copied().filter(|p| process_alive(*p)).collect()
-}
-
-/// Polls until none of `pids` is alive or `timeout` passes; returns the survivors.
-pub async fn wait_until_gone(pids: &[u32], timeout: Duration) -> Vec<u32> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        let alive = alive_among(pids);
-        if alive.is_empty() || Instant::now() >= deadline {
-            return alive;
-        }
-        tokio::time::sleep(POLL_INTERVAL).await;
-    }
 }
