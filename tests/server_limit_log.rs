@@ -57,8 +57,6 @@ async fn a_server_refused_for_the_cap_is_logged_once_and_shown_each_time() {
         },
     );
     let gate = Gate::new(Arc::clone(&registry), GateConfig::default());
-    gate.open_session("a", vec![first]);
-    gate.open_session("b", vec![second]);
     let call = |id: u64, session: &str| {
         let raw =
             serde_json::value::to_raw_value(&json!({ "sessionId": session })).expect("params");
@@ -70,13 +68,16 @@ async fn a_server_refused_for_the_cap_is_logged_once_and_shown_each_time() {
             serde_json::from_slice::<Value>(&bytes).expect("JSON")
         }
     };
-    // Session a's server holds the one place.
+    // Session a's server holds the one place: b opens only once a's server
+    // has started (opened together, either session's start may come first).
+    gate.open_session("a", vec![first]);
     let listed = call(0, "a").await;
     assert_ne!(
         listed["result"]["servers"][0]["state"],
         json!("not_running"),
         "{listed}"
     );
+    gate.open_session("b", vec![second]);
     // Session b's agent polls, as an agent written to the RFD does.
     for id in 1..=POLLS {
         let listed = call(id, "b").await;
