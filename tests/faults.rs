@@ -20,17 +20,13 @@ mod support;
 #[cfg(unix)]
 use support::fake::FakeProject;
 use support::fake::{assert_echo, read_log, FakeServer, CALL_TIMEOUT, HOVER};
-#[cfg(windows)]
-use support::procfs::wait_until_gone;
 #[cfg(target_os = "linux")]
-use support::procfs::{
-    descendants, group_members, process_alive, process_group, processes_with_env, program,
-    wait_until_gone,
-};
+use support::procfs::{descendants, group_members, process_group, processes_with_env, program};
+use support::procfs::{process_alive, wait_until_gone};
 #[cfg(target_os = "linux")]
 use support::proxy::{ProxyBuilder, ANSWERING_AGENT};
 #[cfg(windows)]
-use support::windows_processes::{in_a_job, process_alive};
+use support::windows_processes::in_a_job;
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};

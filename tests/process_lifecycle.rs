@@ -11,7 +11,7 @@
 
 mod support;
 
-use support::procfs::alive_among;
+use support::procfs::{alive_among, process_alive};
 
 #[cfg(unix)]
 use support::procfs::process_group;
@@ -111,15 +111,6 @@ async fn reaped(server: &mut ServerProcess, what: &str) -> std::process::ExitSta
         .await
         .expect(what)
         .expect("wait")
-}
-
-/// Whether `pid` is a live process (a zombie is not): /proc on Unix, the
-/// exit code `OpenProcess` finds on Windows.
-fn process_alive(pid: u32) -> bool {
-    #[cfg(unix)]
-    return support::procfs::process_alive(pid);
-    #[cfg(windows)]
-    return support::windows_processes::process_alive(pid);
 }
 
 /// Asserts that every process of `pids` ends within [`GONE_TIMEOUT`].

@@ -1,6 +1,6 @@
 //! Process checks read from /proc, for tests that must prove no process is left behind.
-//! The waits ([`alive_among`], [`wait_until_gone`]) work on Windows too, through
-//! [`super::windows_processes`].
+//! [`process_alive`] and the waits built on it ([`alive_among`],
+//! [`wait_until_gone`]) work on Windows too, through [`super::windows_processes`].
 
 use std::time::{Duration, Instant};
 
@@ -8,16 +8,22 @@ use std::time::{Duration, Instant};
 pub const POLL_INTERVAL: Duration = Duration::from_millis(20);
 
 /// Whether `pid` is a live process. A zombie counts as dead: a reparented child
-/// may wait for a container's init to reap it.
+/// may wait for a container's init to reap it. On Windows: the exit code
+/// `OpenProcess` finds.
 pub fn process_alive(pid: u32) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return false;
-    };
-    // The state is the first field after the parenthesised command name.
-    let state = stat
-        .rsplit_once(')')
-        .and_then(|(_, rest)| rest.trim_start().chars().next());
-    !matches!(state, Some('Z' | 'X') | None)
+    #[cfg(windows)]
+    return super::windows_processes::process_alive(pid);
+    #[cfg(not(windows))]
+    {
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            return false;
+        };
+        // The state is the first field after the parenthesised command name.
+        let state = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.trim_start().chars().next());
+        !matches!(state, Some('Z' | 'X') | None)
+    }
 }
 
 /// Process group of `pid`.
@@ -48,15 +54,7 @@ pub fn group_members(pgid: u32) -> Vec<u32> {
 
 /// The processes among `pids` that are still alive.
 pub fn alive_among(pids: &[u32]) -> Vec<u32> {
-    pids.iter().copied().filter(|p| alive(*p)).collect()
-}
-
-/// Whether `pid` lives, as this OS tells it: /proc, or `OpenProcess` on Windows.
-fn alive(pid: u32) -> bool {
-    #[cfg(windows)]
-    return super::windows_processes::process_alive(pid);
-    #[cfg(not(windows))]
-    return process_alive(pid);
+    pids.iter().copied().filter(|p| process_alive(*p)).collect()
 }
 
 /// Polls until none of `pids` is alive or `timeout` passes; returns the survivors.

@@ -2,7 +2,7 @@
 //! code `OpenProcess` finds, the process tree from a ToolHelp snapshot, job
 //! membership from `IsProcessInJob`. The fault tests' "nothing is left" checks
 //! under wine use these where Linux reads /proc ([`super::procfs`], whose
-//! waits use [`process_alive`] here on Windows).
+//! `process_alive` is [`process_alive`] here on Windows).
 
 use windows_sys::Win32::Foundation::{CloseHandle, INVALID_HANDLE_VALUE, STILL_ACTIVE};
 use windows_sys::Win32::System::Diagnostics::ToolHelp::{
@@ -87,7 +87,7 @@ fn snapshot() -> Vec<(u32, u32, String)> {
 }
 
 /// Live descendants of `pid` whose executable is named `program` (case
-/// ignored, as Windows does), children before grandchildren.
+/// ignored, as Windows does), at any depth.
 pub fn descendants_named(pid: u32, program: &str) -> Vec<u32> {
     let processes = snapshot();
     let mut found = Vec::new();
