@@ -69,6 +69,20 @@ fn grandchild_spec(mode: &str, dir: &Path) -> (SpawnSpec, PathBuf) {
     fake_spec_naming(mode, dir, "FAKE_LSP_GRANDCHILD_PID_FILE", "grandchild.pid")
 }
 
+/// The stand-in proxy (`tests/peers/stand-in-proxy.rs`) starting the fake
+/// server in its `sleep_forever` mode through `lsp::process`; also returns
+/// the file it writes the child's pid to.
+fn stand_in_spec(dir: &Path) -> (SpawnSpec, PathBuf) {
+    let pid_file = dir.join("child.pid");
+    let mut spec = SpawnSpec::new(support::fake::stand_in_proxy(), dir);
+    spec.args = vec![
+        pid_file.display().to_string(),
+        fake_server().display().to_string(),
+        "FAKE_LSP_MODE=sleep_forever".into(),
+    ];
+    (spec, pid_file)
+}
+
 #[cfg(unix)]
 fn sh_spec(script: &str, dir: &Path) -> SpawnSpec {
     let mut spec = SpawnSpec::new("sh", dir);
@@ -609,12 +623,7 @@ async fn terminating_the_spawning_process_kills_the_server_through_its_job() {
     use windows_sys::Win32::Foundation::CloseHandle;
     use windows_sys::Win32::System::Threading::{OpenProcess, TerminateProcess, PROCESS_TERMINATE};
     let dir = tempfile::tempdir().expect("tempdir");
-    let (spec, pid_file) = fake_spec_naming(
-        "spawn_child_via_library",
-        dir.path(),
-        "FAKE_LSP_CHILD_PID_FILE",
-        "child.pid",
-    );
+    let (spec, pid_file) = stand_in_spec(dir.path());
     let (mut proxy, _io) = ServerProcess::spawn("stand-in proxy", &spec).expect("spawn");
     let proxy_pid = proxy.pid().expect("running");
     let child = read_pid_file(&pid_file).await;
@@ -641,12 +650,7 @@ async fn terminating_the_spawning_process_kills_the_server_through_its_job() {
 #[tokio::test]
 async fn sigkill_of_the_spawning_process_kills_the_server() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (spec, pid_file) = fake_spec_naming(
-        "spawn_child_via_library",
-        dir.path(),
-        "FAKE_LSP_CHILD_PID_FILE",
-        "child.pid",
-    );
+    let (spec, pid_file) = stand_in_spec(dir.path());
     let (mut proxy, _io) = ServerProcess::spawn("stand-in proxy", &spec).expect("spawn");
     let proxy_pid = proxy.pid().expect("running");
     let child = read_pid_file(&pid_file).await;

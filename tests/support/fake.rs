@@ -52,6 +52,22 @@ pub fn fake_server() -> &'static str {
     })
 }
 
+/// The stand-in proxy of the parent-death tests (`tests/peers/stand-in-proxy.rs`,
+/// an example of the `acp-lsp` package), built once per test binary; like
+/// [`fake_server`], `ACP_LSP_STAND_IN_PROXY` names one built already (wine).
+#[allow(dead_code)]
+pub fn stand_in_proxy() -> &'static str {
+    static PATH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PATH.get_or_init(|| {
+        if let Ok(built) = std::env::var("ACP_LSP_STAND_IN_PROXY") {
+            return built;
+        }
+        let built = super::cargo_build::build(&[], &["stand-in-proxy"], false)
+            .expect("building the stand-in proxy");
+        built["stand-in-proxy"].display().to_string()
+    })
+}
+
 pub fn uri_of(path: &Path) -> String {
     url::Url::from_file_path(path)
         .expect("absolute path")

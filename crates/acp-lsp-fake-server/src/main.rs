@@ -20,7 +20,6 @@
 //! * `FAKE_LSP_LOG=<path>` — every message RECEIVED is appended to this file as
 //!   one JSON line (a body that is not JSON is logged as a JSON string).
 //! * `FAKE_LSP_GRANDCHILD_PID_FILE=<path>` — with `fork_grandchild`, receives the grandchild's pid.
-//! * `FAKE_LSP_CHILD_PID_FILE=<path>` — with `spawn_child_via_library`, receives the child's pid.
 //! * `FAKE_LSP_HUGE_BYTES=<n>` — result size for `huge_response` (default 40 MiB).
 //! * `FAKE_LSP_DELAY_MS=<n>` — delay for `slow` (default 100 ms).
 //!
@@ -93,10 +92,6 @@
 //!
 //! Hidden helper modes (used by tests, not by the proxy):
 //! * `sleep_forever` — do nothing until killed (the `fork_grandchild` grandchild).
-//! * `spawn_child_via_library` — start `sleep_forever` through
-//!   `acp_lsp::lsp::process::ServerProcess::spawn`, write its pid to
-//!   `FAKE_LSP_CHILD_PID_FILE`, and wait for it; no protocol at all. A test
-//!   `SIGKILL`s this process to check that the parent-death signal ends the child.
 //! * `echo_agent` — not LSP at all: a tiny ACP agent for the relay benchmark
 //!   (`benches/suite.rs`). Reads newline-delimited JSON-RPC on stdin and
 //!   answers every request with `{"jsonrpc":"2.0","id":ID,"result":{}}`, except
@@ -186,9 +181,6 @@ fn run() -> io::Result<i32> {
     }
     if mode.has("crash_on_start") {
         return Ok(4);
-    }
-    if mode.has("spawn_child_via_library") {
-        return spawn_child_via_library();
     }
     if mode.has("fork_grandchild") {
         fork_grandchild()?;
@@ -799,32 +791,6 @@ fn fork_grandchild() -> io::Result<()> {
     // Deliberately never waited for: it must outlive us unless its group is killed.
     std::mem::forget(child);
     Ok(())
-}
-
-fn spawn_child_via_library() -> io::Result<i32> {
-    use acp_lsp::lsp::process::{ServerProcess, SpawnSpec};
-
-    let mut spec = SpawnSpec::new(std::env::current_exe()?, std::env::current_dir()?);
-    spec.env_extra
-        .insert("FAKE_LSP_MODE".into(), "sleep_forever".into());
-    let pid_file = std::env::var_os("FAKE_LSP_CHILD_PID_FILE");
-    // A current-thread runtime: the child's parent-death signal is tied to the
-    // spawning thread, which must be this long-lived main thread.
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    runtime.block_on(async move {
-        let (mut child, _io) =
-            ServerProcess::spawn("fake-child", &spec).map_err(io::Error::other)?;
-        let pid = child
-            .pid()
-            .ok_or_else(|| io::Error::other("child exited before its pid was read"))?;
-        if let Some(path) = pid_file {
-            write_pid_file(Path::new(&path), pid)?;
-        }
-        let status = child.wait().await?;
-        Ok(status.code().unwrap_or(1))
-    })
 }
 
 /// `workspace_symbols=<n>`: n functions named as the query (see the module's comment).
