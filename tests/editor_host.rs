@@ -66,7 +66,7 @@ impl Agent {
 }
 
 fn start(root: &std::path::Path) -> Agent {
-    let built = cargo_build::build_in("acp-lsp-core", &[], &["editor-host"], false)
+    let built = cargo_build::build_in_workspace(&[], &["editor-host"], false)
         .expect("building the example");
     let mut child = Command::new(&built["editor-host"])
         .arg(root)
@@ -219,7 +219,7 @@ fn the_conformance_agent_passes_the_editor_host() {
         .expect("cp");
     assert!(copied.success(), "copying the scenario's workspace");
     let report = tmp.path().join("report.json");
-    let built = cargo_build::build_in("acp-lsp-core", &[], &["editor-host"], false)
+    let built = cargo_build::build_in_workspace(&[], &["editor-host"], false)
         .expect("building the example");
     let mut host = Command::new(&built["editor-host"]);
     host.arg(&root)

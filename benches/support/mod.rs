@@ -58,9 +58,8 @@ pub fn acp_lsp_bin() -> &'static str {
 pub fn fake_bin() -> &'static str {
     static PATH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     PATH.get_or_init(|| {
-        let built =
-            cargo_build::build_in("acp-lsp-fake-server", &["acp-lsp-fake-server"], &[], false)
-                .expect("BUG: building acp-lsp-fake-server failed");
+        let built = cargo_build::build_in_workspace(&["acp-lsp-fake-server"], &[], false)
+            .expect("BUG: building acp-lsp-fake-server failed");
         built["acp-lsp-fake-server"].display().to_string()
     })
 }

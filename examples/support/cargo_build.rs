@@ -34,6 +34,29 @@ pub fn build_in(
     examples: &[&str],
     show_progress: bool,
 ) -> anyhow::Result<HashMap<String, PathBuf>> {
+    build_selected(&["--package", package], bins, examples, show_progress)
+}
+
+/// [`build_in`] with the whole workspace selected, as a plain `cargo test`
+/// selects it: the dependencies' features are the ones that build already
+/// unified, so nothing is compiled again. (Cargo unifies features over the
+/// selected packages: `--package acp-lsp-core` alone gives 45 of its
+/// dependencies other features, and rebuilt them, 28 s, for one example.)
+#[allow(dead_code)]
+pub fn build_in_workspace(
+    bins: &[&str],
+    examples: &[&str],
+    show_progress: bool,
+) -> anyhow::Result<HashMap<String, PathBuf>> {
+    build_selected(&["--workspace"], bins, examples, show_progress)
+}
+
+fn build_selected(
+    selection: &[&str],
+    bins: &[&str],
+    examples: &[&str],
+    show_progress: bool,
+) -> anyhow::Result<HashMap<String, PathBuf>> {
     let manifest_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
     // `cargo run` and `cargo test` tell their children which cargo they are.
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
@@ -53,7 +76,7 @@ pub fn build_in(
         .arg("build")
         .arg("--manifest-path")
         .arg(manifest_dir.join("Cargo.toml"))
-        .args(["--package", package])
+        .args(selection)
         .arg("--message-format=json-render-diagnostics");
     if let Some(profile) = current_profile() {
         command.args(["--profile", &profile]);

@@ -8,10 +8,9 @@
 //! the child's environment (acp-lsp passes servers an allowlisted one).
 //!
 //! It is its own small program, not a mode of the fake server, so that the
-//! fake server depends on nothing of acp-lsp's: the fault tests build it
-//! with `cargo build -p acp-lsp-fake-server`, whose features differ from the
-//! test build's, and a dependency on acp-lsp rebuilt the library and tokio
-//! a second time for it.
+//! fake server depends on nothing of acp-lsp's: built as a package of its
+//! own, whose features differ from the test build's, a dependency on
+//! acp-lsp rebuilt the library and tokio a second time for it.
 
 use acp_lsp::lsp::process::{ServerProcess, SpawnSpec};
 use anyhow::{bail, Context as _};

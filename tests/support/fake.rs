@@ -41,13 +41,8 @@ pub fn fake_server() -> &'static str {
         if let Ok(built) = std::env::var("ACP_LSP_FAKE_SERVER") {
             return built;
         }
-        let built = super::cargo_build::build_in(
-            "acp-lsp-fake-server",
-            &["acp-lsp-fake-server"],
-            &[],
-            false,
-        )
-        .expect("building acp-lsp-fake-server");
+        let built = super::cargo_build::build_in_workspace(&["acp-lsp-fake-server"], &[], false)
+            .expect("building acp-lsp-fake-server");
         built["acp-lsp-fake-server"].display().to_string()
     })
 }
