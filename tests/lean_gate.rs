@@ -119,9 +119,13 @@ fn lean_tokio_has_only_the_features_the_gate_needs() {
     );
 }
 
+/// The library, and `examples/editor-host.rs` on it, compile with the
+/// features the core's package alone selects: what an editor host that
+/// depends on the crate gets. (`tests/editor_host.rs` runs the example from
+/// the workspace's build, whose features are unified with the proxy's.)
 #[test]
 fn lean_library_compiles() {
-    lean(&["check", "--lib", "--quiet"]);
+    lean(&["check", "--lib", "--example", "editor-host", "--quiet"]);
 }
 
 /// The core's public surface is the embedder's API: every public item has
@@ -159,7 +163,7 @@ fn lean_public_api_is_documented() {
 
 /// Nothing the core builds with, its tests and examples included, is the
 /// proxy: `examples/editor-host.rs` (an example of the core crate) can only
-/// name the core's API, and `tests/editor_host.rs` builds it that way.
+/// name the core's API, and [`lean_library_compiles`] builds it that way.
 #[test]
 fn the_core_never_depends_on_the_proxy() {
     let tree = lean(&["tree", "-e", "normal,dev", "--prefix", "none"]);
