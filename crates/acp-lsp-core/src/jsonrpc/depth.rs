@@ -42,6 +42,12 @@ pub fn max_depth(bytes: &[u8], limit: usize) -> usize {
     deepest
 }
 
+/// Keys an object may have before its duplicate check switches from
+/// comparing each new key with the earlier ones to a hash set: LSP objects
+/// have a handful of keys, and for those a few comparisons cost less than
+/// hashing (the scan runs on every `lsp/request`).
+const LINEAR_KEYS: usize = 16;
+
 /// The first key that occurs twice in one object of `text`, decoded (`"uri"`
 /// and `"\u0075ri"` are the same key). `None` when every object's keys are
 /// distinct; broken text is scanned as far as it goes.
@@ -50,17 +56,19 @@ pub fn max_depth(bytes: &[u8], limit: usize) -> usize {
 /// message checked in one reading and forwarded as bytes could be read in the
 /// other. A byte scan, like [`max_depth`], so that nothing a parser refuses
 /// (a number out of range, a bad escape) can end it early, and with no
-/// recursion: one set of keys per open object, on the heap.
+/// recursion: the keys of the open objects on one stack on the heap.
 pub fn duplicate_key(text: &str) -> Option<String> {
     let b = text.as_bytes();
-    // One frame per open container: the keys seen, for an object.
-    let mut open: Vec<Option<HashSet<Cow<'_, str>>>> = Vec::new();
+    // The keys of every open object, innermost last.
+    let mut keys: Vec<Cow<'_, str>> = Vec::new();
+    // One frame per open container.
+    let mut open: Vec<Frame<'_>> = Vec::new();
     let mut i = 0;
     while i < b.len() {
         match b[i] {
             b'"' => {
                 let end = string_end(b, i)?;
-                if let Some(Some(keys)) = open.last_mut() {
+                if let Some(Frame::Object { first, set }) = open.last_mut() {
                     let mut j = end + 1;
                     while j < b.len() && b[j].is_ascii_whitespace() {
                         j += 1;
@@ -68,30 +76,53 @@ pub fn duplicate_key(text: &str) -> Option<String> {
                     // In an object, a string followed by a colon is a key.
                     if b.get(j) == Some(&b':') {
                         let key = decode(&text[i + 1..end]);
-                        if keys.contains(&key) {
+                        let seen = match set {
+                            Some(set) => !set.insert(key.clone()),
+                            None => keys[*first..].contains(&key),
+                        };
+                        if seen {
                             return Some(key.into_owned());
                         }
-                        keys.insert(key);
+                        keys.push(key);
+                        if set.is_none() && keys.len() - *first > LINEAR_KEYS {
+                            *set = Some(keys[*first..].iter().cloned().collect());
+                        }
                     }
                 }
                 i = end + 1;
             }
             b'{' => {
-                open.push(Some(HashSet::new()));
+                open.push(Frame::Object {
+                    first: keys.len(),
+                    set: None,
+                });
                 i += 1;
             }
             b'[' => {
-                open.push(None);
+                open.push(Frame::Array);
                 i += 1;
             }
             b'}' | b']' => {
-                open.pop();
+                if let Some(Frame::Object { first, .. }) = open.pop() {
+                    keys.truncate(first);
+                }
                 i += 1;
             }
             _ => i += 1,
         }
     }
     None
+}
+
+/// An open container of [`duplicate_key`]'s scan.
+enum Frame<'a> {
+    Array,
+    /// An object: its keys are `keys[first..]`, and past [`LINEAR_KEYS`]
+    /// also in `set`.
+    Object {
+        first: usize,
+        set: Option<HashSet<Cow<'a, str>>>,
+    },
 }
 
 #[cfg(test)]
@@ -113,6 +144,30 @@ mod tests {
         let text = format!("{{{},\"k7\":0}}", many.join(","));
         assert_eq!(duplicate_key(&text).as_deref(), Some("k7"));
         assert_eq!(duplicate_key(&format!("{{{}}}", many.join(","))), None);
+        // Around the switch from comparisons to a set: a duplicate of the
+        // first key, and of the last key before the switch, after it.
+        for n in [
+            LINEAR_KEYS - 1,
+            LINEAR_KEYS,
+            LINEAR_KEYS + 1,
+            LINEAR_KEYS + 2,
+        ] {
+            let keys = &many[..n];
+            for dup in ["k0", &format!("k{}", n - 1)] {
+                let text = format!("{{{},\"{dup}\":0}}", keys.join(","));
+                assert_eq!(duplicate_key(&text).as_deref(), Some(dup), "{n} keys");
+            }
+            assert_eq!(duplicate_key(&format!("{{{}}}", keys.join(","))), None);
+        }
+        // An inner object's keys are not the outer one's, before or after it.
+        assert_eq!(
+            duplicate_key(r#"{"a":{"b":1,"c":{"a":1,"b":2}},"b":{"a":1},"c":0}"#),
+            None
+        );
+        assert_eq!(
+            duplicate_key(r#"{"a":{"b":1},"b":2,"a":3}"#).as_deref(),
+            Some("a")
+        );
         // Broken or out-of-range text does not end the scan early.
         assert_eq!(duplicate_key(r#"{"a":1,"b""#), None);
         assert_eq!(duplicate_key(r#"{"a":1,"a":"#).as_deref(), Some("a"));
