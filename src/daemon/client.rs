@@ -491,7 +491,7 @@ impl LspHost for RemoteHost {
             server_id: call.server_id,
             method: call.method,
             params: call.params,
-            documents: call.documents,
+            documents: call.documents.into_iter().map(|d| d.uri).collect(),
             wait_ms: call.wait_until_ready.map(|w| w.as_millis() as u64),
         }));
         if !conn.send(&Request { id, op }) {

@@ -634,7 +634,11 @@ impl Daemon {
             server_id: call.server_id,
             method: call.method,
             params: call.params,
-            documents: call.documents,
+            documents: call
+                .documents
+                .into_iter()
+                .map(crate::gate::NamedDocument::from_uri)
+                .collect(),
             cancel,
             wait_until_ready: call.wait_ms.map(Duration::from_millis),
         });

@@ -23,8 +23,8 @@ use super::running::Running;
 use super::server::{Server, ServerSpec};
 use super::watch::{Delivery, FileChange, RootWatch, WatchBatch, WatchOptions, SETTLE_TIMEOUT};
 use crate::gate::{
-    GateError, HostCall, HostReply, LspHost, PublishedDiagnostics, Route, ServerEntry, ServerState,
-    Session, StateReason,
+    GateError, HostCall, HostReply, LspHost, NamedDocument, PublishedDiagnostics, Route,
+    ServerEntry, ServerState, Session, StateReason,
 };
 use crate::jsonrpc::Limits;
 use crate::record::Recorder;
@@ -303,7 +303,7 @@ impl Registry {
     /// Starts the idle servers of the files a request names (each file's
     /// innermost root), so that the nested root a request first touches
     /// gets its server.
-    fn start_for_documents(&self, session: &Session, documents: &[String]) {
+    fn start_for_documents(&self, session: &Session, documents: &[NamedDocument]) {
         let Some(attached) = self.attached_now(session.id()) else {
             return;
         };
@@ -317,11 +317,13 @@ impl Registry {
         if !any_idle {
             return;
         }
-        for uri in documents {
-            let Some(path) = url::Url::parse(uri)
-                .ok()
-                .and_then(|u| u.to_file_path().ok())
-            else {
+        for document in documents {
+            let path = document.path.clone().or_else(|| {
+                url::Url::parse(&document.uri)
+                    .ok()
+                    .and_then(|u| u.to_file_path().ok())
+            });
+            let Some(path) = path else {
                 continue;
             };
             let path = path.canonicalize().unwrap_or(path);

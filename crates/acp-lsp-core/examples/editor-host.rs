@@ -24,7 +24,7 @@
 
 use acp_lsp_core::gate::{
     AcpLspEntry, EntryMeta, Gate, GateConfig, GateError, GateMethod, HostCall, HostReply, LspHost,
-    Route, ServerEntry, ServerState, Session,
+    NamedDocument, Route, ServerEntry, ServerState, Session,
 };
 use acp_lsp_core::jsonrpc::{Envelope, Kind, RequestId};
 use serde_json::value::RawValue;
@@ -225,19 +225,21 @@ struct Host {
 impl Host {
     /// Opens, with its text on disk, each named document the server has not
     /// seen yet (an editor would send its buffer).
-    async fn open_documents(&self, uris: &[String]) -> Result<(), GateError> {
+    async fn open_documents(&self, documents: &[NamedDocument]) -> Result<(), GateError> {
         let mut opened = self.opened.lock().await;
-        for uri in uris {
+        for document in documents {
+            let uri = &document.uri;
             if opened.contains(uri) {
                 continue;
             }
-            let Some(path) = uri.strip_prefix("file://") else {
+            // The path the gate confined (a `file:` URI inside the roots).
+            let Some(path) = &document.path else {
                 continue;
             };
             let Ok(text) = tokio::fs::read_to_string(path).await else {
                 continue;
             };
-            let language = if path.ends_with(".py") {
+            let language = if path.extension().is_some_and(|e| e == "py") {
                 "python"
             } else {
                 "plaintext"

@@ -36,11 +36,44 @@ pub(crate) enum PlainLookup {
 /// depth.
 #[cfg(target_os = "linux")]
 pub(crate) fn lookup_without_symlinks(path: &std::path::Path) -> PlainLookup {
+    lookup_without_symlinks_then(path, |_| ()).0
+}
+
+/// [`lookup_without_symlinks`], and when the path exists, the metadata of
+/// what it names, read from the descriptor the lookup opened (one `statx`
+/// on it, where a `stat` of the path would walk it again).
+#[cfg(target_os = "linux")]
+pub(crate) fn lookup_without_symlinks_with_metadata(
+    path: &std::path::Path,
+) -> (PlainLookup, Option<std::fs::Metadata>) {
+    let (lookup, metadata) = lookup_without_symlinks_then(path, |fd| {
+        // An `O_PATH` descriptor: std's `File::metadata` is a `statx` with
+        // `AT_EMPTY_PATH`, which such a descriptor allows; nothing is read.
+        std::fs::File::from(fd).metadata().ok()
+    });
+    (lookup, metadata.flatten())
+}
+
+/// Elsewhere (no `openat2`): unknown, and no metadata.
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn lookup_without_symlinks_with_metadata(
+    _path: &std::path::Path,
+) -> (PlainLookup, Option<std::fs::Metadata>) {
+    (PlainLookup::Unknown, None)
+}
+
+/// The `openat2` of [`lookup_without_symlinks`]; `then` gets the descriptor
+/// when the path exists (and closes it by dropping it).
+#[cfg(target_os = "linux")]
+fn lookup_without_symlinks_then<T>(
+    path: &std::path::Path,
+    then: impl FnOnce(std::os::fd::OwnedFd) -> T,
+) -> (PlainLookup, Option<T>) {
     use std::ffi::CString;
     use std::os::unix::ffi::OsStrExt;
 
     let Ok(c_path) = CString::new(path.as_os_str().as_bytes()) else {
-        return PlainLookup::Unknown;
+        return (PlainLookup::Unknown, None);
     };
     // SAFETY: `open_how` is plain integers, for which all zeroes is valid
     // (and means "no flags": the kernel wants unused fields zero).
@@ -60,15 +93,15 @@ pub(crate) fn lookup_without_symlinks(path: &std::path::Path) -> PlainLookup {
         )
     };
     if raw >= 0 {
-        if let Ok(fd) = libc::c_int::try_from(raw) {
+        let then = libc::c_int::try_from(raw).ok().map(|fd| {
             // SAFETY: a descriptor openat2 just returned, owned by nothing else.
-            drop(unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) });
-        }
-        return PlainLookup::Exists;
+            then(unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) })
+        });
+        return (PlainLookup::Exists, then);
     }
     match io::Error::last_os_error().raw_os_error() {
-        Some(libc::ENOENT) | Some(libc::ENOTDIR) => PlainLookup::Missing,
-        _ => PlainLookup::Unknown,
+        Some(libc::ENOENT) | Some(libc::ENOTDIR) => (PlainLookup::Missing, None),
+        _ => (PlainLookup::Unknown, None),
     }
 }
 

@@ -62,7 +62,7 @@ impl Server {
                 s.wire() == State::Running
             })
             .await?;
-        self.sync_document(&connection, uri, path).await;
+        self.sync_document(&connection, uri, path, None).await;
         if self.pulls_diagnostics() {
             return self.pull_diagnostics(&connection, uri, wait).await;
         }

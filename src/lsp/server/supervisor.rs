@@ -457,7 +457,7 @@ impl Server {
     async fn reopen_documents(&self, connection: &Arc<Connection>) {
         let reopen = self.docs().reset();
         for (uri, path, _) in reopen {
-            self.sync_document(connection, &uri, &path).await;
+            self.sync_document(connection, &uri, &path, None).await;
         }
     }
 
@@ -473,7 +473,10 @@ impl Server {
         if self.docs().is_empty() {
             if let Some(path) = first_source {
                 if let Ok(uri) = url::Url::from_file_path(path) {
-                    if let Some(reason) = self.sync_document(connection, uri.as_str(), path).await {
+                    if let Some(reason) = self
+                        .sync_document(connection, uri.as_str(), path, None)
+                        .await
+                    {
                         tracing::debug!(server = %self.spec.config.name, path = %path.display(), reason, "first source not opened");
                     }
                 }

@@ -7,7 +7,7 @@ use super::{
     Server, CANCEL_GRACE, CONTENT_MODIFIED_RETRIES, CONTENT_MODIFIED_RETRY_BUDGET,
     FIRST_OPEN_SETTLE, RETRY_PAUSE,
 };
-use crate::gate::{Forward, GateError, HostReply, ServerState};
+use crate::gate::{Forward, GateError, HostReply, NamedDocument, ServerState};
 use crate::lsp::connection::{Connection, PendingRequest, Reply};
 use crate::lsp::documents::{
     content_hash, DocumentNotification, DocumentState, Stamp, MAX_DOCUMENT_BYTES,
@@ -22,8 +22,19 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::{Duration, Instant, SystemTime};
 use tokio_util::sync::CancellationToken;
+
+/// Which attempt of a request [`Server::request_once`] makes.
+#[derive(Clone, Copy)]
+struct Attempt {
+    /// The method only reads: an answer given while a change reached the
+    /// server is asked again.
+    read_only: bool,
+    /// The first, right after the gate's checks.
+    first: bool,
+}
 
 impl Server {
     /// Forwards one request, syncing the documents it names first.
@@ -52,7 +63,12 @@ impl Server {
                     &named,
                     &cancel,
                     wait_until_ready,
-                    retried,
+                    Attempt {
+                        read_only: retried,
+                        // A retry comes after a pause: the gate's metadata
+                        // is older than the server's last change.
+                        first: attempt == 1,
+                    },
                 )
                 .await;
             let modified = match &outcome {
@@ -90,24 +106,35 @@ impl Server {
         self: &Arc<Self>,
         method: &str,
         params: Option<&RawValue>,
-        named: &[String],
+        named: &[NamedDocument],
         cancel: &CancellationToken,
         wait_until_ready: Option<Duration>,
-        read_only: bool,
+        attempt: Attempt,
     ) -> Result<HostReply, GateError> {
+        let Attempt { read_only, first } = attempt;
         // Waiting for readiness and syncing documents can take long; a
         // cancel meanwhile ends the request before it reaches the server.
         // (Dropping the preparation is safe: document decisions are made and
         // sent under a lock, never across an await.)
         let prepare = async {
-            let connection = self.await_accepting(wait_until_ready).await?;
+            let mut accepting = std::pin::pin!(self.await_accepting(wait_until_ready));
+            let (connection, waited) = match futures::poll!(accepting.as_mut()) {
+                Poll::Ready(connection) => (connection?, false),
+                Poll::Pending => (accepting.await?, true),
+            };
             let first_open = self.docs().is_empty();
             let mut skipped = HashMap::new();
-            for uri in named {
-                if let Some(path) = file_path(uri) {
-                    if let Some(reason) = self.sync_document(&connection, uri, &path).await {
-                        skipped.insert(uri.clone(), reason);
-                    }
+            for document in named {
+                let uri = &document.uri;
+                let Some(path) = document.path.clone().or_else(|| file_path(uri)) else {
+                    continue;
+                };
+                // The gate read the metadata after the request arrived; it
+                // stands for a stat now only if nothing was waited for since
+                // (a write during a wait for readiness must be seen).
+                let known = document.metadata.as_ref().filter(|_| first && !waited);
+                if let Some(reason) = self.sync_document(&connection, uri, &path, known).await {
+                    skipped.insert(uri.clone(), reason);
                 }
             }
             if let Some(wait) = wait_until_ready.filter(|_| first_open && !self.docs().is_empty()) {
@@ -117,9 +144,9 @@ impl Server {
                 let docs = self.docs();
                 named
                     .iter()
-                    .map(|uri| DocumentState {
-                        skipped: skipped.get(uri).copied(),
-                        ..docs.state(uri)
+                    .map(|document| DocumentState {
+                        skipped: skipped.get(&document.uri).copied(),
+                        ..docs.state(&document.uri)
                     })
                     .collect()
             };
@@ -203,7 +230,7 @@ impl Server {
                 .collect()
         };
         for (uri, path) in affected {
-            self.sync_document(&connection, &uri, &path).await;
+            self.sync_document(&connection, &uri, &path, None).await;
         }
         let watchers = FileWatchers::new(&self.live().registrations, &self.spec.config.watch_globs);
         if watchers.is_empty() {
@@ -274,7 +301,7 @@ impl Server {
         };
         let open = self.docs().open_documents();
         for (uri, path) in open {
-            self.sync_document(&connection, &uri, &path).await;
+            self.sync_document(&connection, &uri, &path, None).await;
         }
     }
 
@@ -313,10 +340,17 @@ impl Server {
         connection: &Arc<Connection>,
         uri: &str,
         path: &Path,
+        known: Option<&std::fs::Metadata>,
     ) -> Option<&'static str> {
         // The common case, nothing changed, is one stat and sends nothing: no
-        // lock and no trip through the blocking pool (a stat takes microseconds).
-        if let Ok(metadata) = std::fs::metadata(path) {
+        // lock and no trip through the blocking pool (a stat takes
+        // microseconds). `known`, the metadata the gate's check read just
+        // before, stands for it.
+        let stat = match known {
+            Some(metadata) => Ok(metadata.clone()),
+            None => std::fs::metadata(path),
+        };
+        if let Ok(metadata) = stat {
             let stamp = Stamp {
                 size: metadata.len(),
                 modified: metadata.modified().ok(),

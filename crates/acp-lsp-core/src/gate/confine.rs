@@ -12,6 +12,7 @@
 //! physically (after following symlinks). A file URI is accepted only if
 //! *both* readings land inside a root, with symlinks resolved in each.
 
+use super::host::NamedDocument;
 use super::tree::JsonTree;
 use percent_encoding::percent_decode_str;
 use std::borrow::Cow;
@@ -140,16 +141,28 @@ impl Confinement {
     /// under `changes` (a `WorkspaceEdit` map keyed by URI). Other strings are
     /// left alone. The walk uses an explicit stack, so depth costs heap, not
     /// call stack.
+    #[cfg(test)]
     pub(crate) fn check_params<T: JsonTree>(&self, params: &T) -> Result<(), ConfineError> {
+        self.check_params_naming(params, &mut [])
+    }
+
+    /// [`Confinement::check_params`], filling in `named` (the documents the
+    /// request names) as their URIs are checked: the path each URI spells,
+    /// and the metadata the check's lookup read on the way.
+    pub(crate) fn check_params_naming<T: JsonTree>(
+        &self,
+        params: &T,
+        named: &mut [NamedDocument],
+    ) -> Result<(), ConfineError> {
         let mut stack: Vec<(&T, Slot)> = vec![(params, Slot::Plain)];
         while let Some((value, slot)) = stack.pop() {
             if let Some(s) = value.as_str() {
-                self.check_string(s, slot == Slot::UriValue)?;
+                self.check_string(s, slot == Slot::UriValue, named)?;
             } else if let Some(items) = value.items() {
                 stack.extend(items.iter().rev().map(|v| (v, Slot::Plain)));
             } else if let Some(members) = value.members() {
                 for (key, _) in members {
-                    self.check_string(key, slot == Slot::UriKeys)?;
+                    self.check_string(key, slot == Slot::UriKeys, named)?;
                 }
                 if let Some(members) = value.members() {
                     stack.extend(members.rev().map(|(k, v)| (v, slot_for_key(k))));
@@ -176,14 +189,59 @@ impl Confinement {
         }
     }
 
-    fn check_string(&self, s: &str, must_be_uri: bool) -> Result<(), ConfineError> {
-        if must_be_uri || looks_like_file_uri(s) {
-            self.check_uri(s)?;
+    fn check_string(
+        &self,
+        s: &str,
+        must_be_uri: bool,
+        named: &mut [NamedDocument],
+    ) -> Result<(), ConfineError> {
+        if !(must_be_uri || looks_like_file_uri(s)) {
+            return Ok(());
+        }
+        match named.iter_mut().find(|d| d.uri == s) {
+            // The same text, checked already.
+            Some(document) if document.path.is_some() => {}
+            Some(document) => {
+                if let Some(checked) = self.check_uri_with(s, true)? {
+                    document.path = Some(checked.spelled);
+                    document.metadata = checked.metadata;
+                }
+            }
+            None => {
+                self.check_uri(s)?;
+            }
         }
         Ok(())
     }
 
+    /// [`Confinement::check_uri`], with what the check of a file URI found
+    /// (and, with `want_metadata`, the file's metadata when the lookup can
+    /// give it).
+    fn check_uri_with(
+        &self,
+        uri: &str,
+        want_metadata: bool,
+    ) -> Result<Option<CheckedFile>, ConfineError> {
+        let cleaned = clean(uri);
+        match scheme_of(&cleaned) {
+            Some(scheme) if scheme.eq_ignore_ascii_case("file") => {
+                self.check_file(uri, &cleaned, want_metadata).map(Some)
+            }
+            _ => self.check_uri(uri).map(|_| None),
+        }
+    }
+
     fn check_file_uri(&self, uri: &str, cleaned: &str) -> Result<PathBuf, ConfineError> {
+        self.check_file(uri, cleaned, false)
+            .map(|checked| checked.real)
+    }
+
+    fn check_file(
+        &self,
+        uri: &str,
+        cleaned: &str,
+        want_metadata: bool,
+    ) -> Result<CheckedFile, ConfineError> {
         if uri.contains('\0') {
             return Err(invalid(uri, "contains a NUL"));
         }
@@ -247,7 +305,12 @@ impl Confinement {
             uri: uri.to_string(),
         };
         let normalized = normalize_lexically(&path);
-        let lexical = resolve(&normalized).map_err(|_| outside())?;
+        let (lexical, metadata) = if want_metadata {
+            resolve_with_metadata(&normalized)
+        } else {
+            resolve(&normalized).map(|real| (real, None))
+        }
+        .map_err(|_| outside())?;
         if !self.inside_any(&lexical) {
             return Err(outside());
         }
@@ -262,8 +325,18 @@ impl Confinement {
             if !self.inside_any(&physical) {
                 return Err(outside());
             }
+            // Two readings: the metadata is of the lexical one only.
+            return Ok(CheckedFile {
+                real: lexical,
+                spelled: path,
+                metadata: None,
+            });
         }
-        Ok(lexical)
+        Ok(CheckedFile {
+            real: lexical,
+            spelled: path,
+            metadata,
+        })
     }
 
     /// Whether `real`, a path with no symlink left in it (where an opened
@@ -294,6 +367,16 @@ impl Confinement {
             (None, _) => false,
         }
     }
+}
+
+/// What the check of one allowed file URI found.
+struct CheckedFile {
+    /// Where the file really is (symlink-free): what is inside a root.
+    real: PathBuf,
+    /// The path as the URI spells it (`Url::to_file_path`).
+    spelled: PathBuf,
+    /// The file's metadata from the check's own lookup, when it had one.
+    metadata: Option<std::fs::Metadata>,
 }
 
 /// How a JSON value's position decides whether it must be a URI.
@@ -545,17 +628,7 @@ fn resolve(path: &Path) -> Result<PathBuf, ResolveError> {
     // (missing, dangling, a loop, a file used as a directory) is walked.
     use crate::sys::PlainLookup;
     match crate::sys::lookup_without_symlinks(path) {
-        PlainLookup::Exists => {
-            // Most paths come here already normalised (no `.` or `..`).
-            let plain = path
-                .components()
-                .all(|c| !matches!(c, Component::CurDir | Component::ParentDir));
-            return Ok(if plain {
-                path.to_path_buf()
-            } else {
-                normalize_lexically(path)
-            });
-        }
+        PlainLookup::Exists => return Ok(where_plain_lands(path)),
         PlainLookup::Missing => return resolve_walk(path),
         PlainLookup::Unknown => {}
     }
@@ -563,6 +636,35 @@ fn resolve(path: &Path) -> Result<PathBuf, ResolveError> {
         return Ok(real);
     }
     resolve_walk(path)
+}
+
+/// Where a path the kernel found with no symlink on the way lands: itself,
+/// its `..` taken lexically.
+fn where_plain_lands(path: &Path) -> PathBuf {
+    // Most paths come here already normalised (no `.` or `..`).
+    let plain = path
+        .components()
+        .all(|c| !matches!(c, Component::CurDir | Component::ParentDir));
+    if plain {
+        path.to_path_buf()
+    } else {
+        normalize_lexically(path)
+    }
+}
+
+/// [`resolve`], and the metadata of what the path names when the kernel's
+/// lookup found it with no symlink on the way (read from that lookup's own
+/// descriptor; `None` on every other way through).
+fn resolve_with_metadata(
+    path: &Path,
+) -> Result<(PathBuf, Option<std::fs::Metadata>), ResolveError> {
+    if !path.is_absolute() {
+        return Err(ResolveError::NotAbsolute);
+    }
+    match crate::sys::lookup_without_symlinks_with_metadata(path) {
+        (crate::sys::PlainLookup::Exists, metadata) => Ok((where_plain_lands(path), metadata)),
+        _ => resolve(path).map(|real| (real, None)),
+    }
 }
 
 /// [`resolve`] one component at a time (one `lstat` each).

@@ -27,7 +27,7 @@ pub struct HostCall {
     pub(crate) server_id: ServerId,
     pub(crate) method: String,
     pub(crate) params: Params,
-    pub(crate) documents: Vec<String>,
+    pub(crate) documents: Vec<NamedDocument>,
     pub(crate) cancel: CancellationToken,
     pub(crate) wait_until_ready: Option<Duration>,
     /// The gate's checks still to make once the route is known; `None` for
@@ -134,15 +134,43 @@ pub struct Forward {
     /// The LSP params, the agent's bytes; `None` for a method sent without
     /// params (`null`).
     pub params: Option<Box<RawValue>>,
-    /// The document URIs the params name (`textDocument.uri`, `item.uri`),
+    /// The documents the params name (`textDocument.uri`, `item.uri`),
     /// found while the gate had the params parsed, so the host need not
     /// parse them again: documents to bring up to date on the server first.
-    pub documents: Vec<String>,
+    pub documents: Vec<NamedDocument>,
     /// Cancelled when the agent cancels: send the server `$/cancelRequest`
     /// and return its answer, or [`GateError::Cancelled`] if none comes soon.
     pub cancel: CancellationToken,
     /// Wait this long for the server to be ready instead of failing at once.
     pub wait_until_ready: Option<Duration>,
+}
+
+/// A document a request names, as the gate's checks left it.
+#[derive(Debug, Clone)]
+pub struct NamedDocument {
+    /// Its URI, as the agent wrote it.
+    pub uri: String,
+    /// For a `file:` URI the gate confined: the path the URI spells
+    /// (`url::Url::to_file_path`), the one to read it from.
+    pub path: Option<std::path::PathBuf>,
+    /// The file's metadata, read by the confinement check's own lookup of
+    /// the path, when that lookup could give it (Linux: no symlink on the
+    /// way, from the descriptor it opened) and the URI has no dot segments.
+    /// Read after the request arrived: a host that syncs the document
+    /// without waiting first may take it for its own `stat` of the path.
+    pub metadata: Option<std::fs::Metadata>,
+}
+
+impl NamedDocument {
+    /// A document known by its URI alone (a request the gate did not
+    /// check here: a daemon's, checked by its client's gate).
+    pub fn from_uri(uri: String) -> NamedDocument {
+        NamedDocument {
+            uri,
+            path: None,
+            metadata: None,
+        }
+    }
 }
 
 /// A host's answer to a forwarded request.

@@ -41,7 +41,7 @@ pub use entry::{
     ServerSummary, ServersResult, State, StateReason, META_KEY,
 };
 pub use error::{GateError, NotRunning};
-pub use host::{Forward, HostCall, HostReply, LspHost};
+pub use host::{Forward, HostCall, HostReply, LspHost, NamedDocument};
 pub use ids::{ServerId, SessionId};
 pub use methods::{GateMethod, Refusal};
 pub use request::{Caller, LspRequest, Route};

@@ -4,6 +4,7 @@
 //! route ([`Checks`], run by [`HostCall::route`](super::HostCall::route)).
 
 use super::confine::Confinement;
+use super::host::NamedDocument;
 use super::ids::{ServerId, SessionId};
 use super::methods::{self, Refusal};
 use super::session::Session;
@@ -170,7 +171,7 @@ impl Checks {
         params: &Params,
         wait_until_ready: Option<Duration>,
         route: &Route,
-    ) -> Result<Vec<String>, GateError> {
+    ) -> Result<Vec<NamedDocument>, GateError> {
         let listed = methods::is_forwarded(method)
             || (self.caller == Caller::FileLifecycle && methods::is_file_lifecycle(method))
             || (method == methods::EXECUTE_COMMAND && !route.execute_commands.is_empty())
@@ -214,14 +215,18 @@ fn inspect(
     confinement: &Confinement,
     method: &str,
     route: &Route,
-) -> Result<Vec<String>, GateError> {
+) -> Result<Vec<NamedDocument>, GateError> {
     let value: Json =
         serde_json::from_str(params.get()).map_err(|e| GateError::InvalidParams(e.to_string()))?;
-    confinement.check_params(&value)?;
+    let mut named: Vec<NamedDocument> = named_documents(&value)
+        .into_iter()
+        .map(NamedDocument::from_uri)
+        .collect();
+    confinement.check_params_naming(&value, &mut named)?;
     if method == methods::EXECUTE_COMMAND {
         check_command(&value, route)?;
     }
-    Ok(named_documents(&value))
+    Ok(named)
 }
 
 fn check_command<T: JsonTree>(params: &T, route: &Route) -> Result<(), GateError> {

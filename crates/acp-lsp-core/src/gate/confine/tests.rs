@@ -201,6 +201,64 @@ fn prefix_sibling_is_refused() {
     assert_outside(&f.conf, &file_uri(&f.base.join("proj-evil/new.rs")));
 }
 
+/// The documents a request names come out of the check with the path their
+/// URI spells and, where the check's own lookup can read it (Linux, no
+/// symlink on the way, no dot segments), the file's metadata: the host's
+/// sync takes it for its stat.
+#[test]
+fn named_documents_get_their_path_and_the_lookups_metadata() {
+    let f = fixture();
+    let main = f.proj.join("src/main.rs");
+    let missing = f.proj.join("src/new.rs");
+    let dotted = format!("{}/sub/../src/main.rs", file_uri(&f.proj));
+    let mut named: Vec<NamedDocument> = [file_uri(&main), file_uri(&missing), dotted.clone()]
+        .into_iter()
+        .map(NamedDocument::from_uri)
+        .collect();
+    let params = json!({"textDocument": {"uri": file_uri(&main)},
+        "others": [file_uri(&missing), dotted, "untitled:x"]});
+    assert_eq!(f.conf.check_params_naming(&params, &mut named), Ok(()));
+    assert_eq!(named[0].path.as_deref(), Some(main.as_path()));
+    let metadata = named[0].metadata.as_ref();
+    if cfg!(target_os = "linux") {
+        let metadata = metadata.expect("openat2 gives the metadata");
+        assert!(metadata.is_file());
+        assert_eq!(metadata.len(), "fn main() {}".len() as u64);
+    } else {
+        assert!(metadata.is_none());
+    }
+    // A file not there yet: its path, no metadata.
+    assert_eq!(named[1].path.as_deref(), Some(missing.as_path()));
+    assert!(named[1].metadata.is_none());
+    // Dot segments: two readings of the path, so no metadata for either.
+    assert!(named[2].path.is_some());
+    assert!(named[2].metadata.is_none());
+
+    // A violation anywhere still fails the whole check.
+    let mut named = vec![NamedDocument::from_uri(file_uri(&main))];
+    let escape = json!({"textDocument": {"uri": file_uri(&main)},
+        "target": file_uri(&f.outside.join("secret.txt"))});
+    assert!(f.conf.check_params_naming(&escape, &mut named).is_err());
+}
+
+/// Through a symlink inside the root the document is allowed, and its
+/// metadata is left to the host (the lookup that reads it follows none).
+#[cfg(unix)]
+#[test]
+fn a_named_document_behind_a_symlink_gets_no_metadata() {
+    let f = fixture();
+    std::os::unix::fs::symlink("../src", f.proj.join("sub/alias")).unwrap();
+    let uri = file_uri(&f.proj.join("sub/alias/main.rs"));
+    let mut named = vec![NamedDocument::from_uri(uri.clone())];
+    let params = json!({"textDocument": {"uri": uri}});
+    assert_eq!(f.conf.check_params_naming(&params, &mut named), Ok(()));
+    assert_eq!(
+        named[0].path.as_deref(),
+        Some(f.proj.join("sub/alias/main.rs").as_path())
+    );
+    assert!(named[0].metadata.is_none());
+}
+
 #[cfg(unix)]
 #[test]
 fn symlink_pointing_outside_is_refused() {
