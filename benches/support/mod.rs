@@ -237,6 +237,27 @@ pub fn micros(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
 }
 
+/// CPU time (user and system, every thread) this process has used so
+/// far, in seconds; NaN where `getrusage` is not there.
+pub fn cpu_seconds() -> f64 {
+    #[cfg(unix)]
+    {
+        // SAFETY: `rusage` is plain integers, for which all zeroes is valid;
+        // getrusage only writes it.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: a valid pointer to one `rusage`, for the call only.
+        if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
+            return f64::NAN;
+        }
+        let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+        seconds(usage.ru_utime) + seconds(usage.ru_stime)
+    }
+    #[cfg(not(unix))]
+    {
+        f64::NAN
+    }
+}
+
 /// Resident set size of this process, in KiB.
 pub fn rss_kib() -> u64 {
     rss_kib_of(std::process::id())
