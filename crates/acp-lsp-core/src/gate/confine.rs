@@ -12,7 +12,7 @@
 //! physically (after following symlinks). A file URI is accepted only if
 //! *both* readings land inside a root, with symlinks resolved in each.
 
-use super::host::NamedDocument;
+use super::document::NamedDocument;
 use super::tree::JsonTree;
 use percent_encoding::percent_decode_str;
 use std::borrow::Cow;

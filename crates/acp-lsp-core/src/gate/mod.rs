@@ -8,6 +8,7 @@
 
 pub mod confine;
 mod diagnostics;
+mod document;
 mod entry;
 pub mod error;
 mod host;
@@ -36,12 +37,13 @@ use tokio_util::sync::CancellationToken;
 use tree::JsonTree;
 
 pub use diagnostics::{DiagnosticsMode, Fetched, PublishedDiagnostics};
+pub use document::NamedDocument;
 pub use entry::{
     AcpLspEntry, Dropped, EntryMeta, Progress, RegistrationEntry, ServerEntry, ServerState,
     ServerSummary, ServersResult, State, StateReason, META_KEY,
 };
 pub use error::{GateError, NotRunning};
-pub use host::{Forward, HostCall, HostReply, LspHost, NamedDocument};
+pub use host::{Forward, HostCall, HostReply, LspHost};
 pub use ids::{ServerId, SessionId};
 pub use methods::{GateMethod, Refusal};
 pub use request::{Caller, LspRequest, Route};

@@ -4,7 +4,7 @@
 //! route ([`Checks`], run by [`HostCall::route`](super::HostCall::route)).
 
 use super::confine::Confinement;
-use super::host::NamedDocument;
+use super::document::NamedDocument;
 use super::ids::{ServerId, SessionId};
 use super::methods::{self, Refusal};
 use super::session::Session;
