@@ -113,13 +113,25 @@ impl Confinement {
     /// params tree. `Ok(Some(path))` is the resolved (symlink-free) path of an
     /// allowed file URI; `Ok(None)` means an allowed non-file scheme.
     pub fn check_uri(&self, uri: &str) -> Result<Option<PathBuf>, ConfineError> {
+        self.check_uri_with(uri, false)
+            .map(|checked| checked.map(|file| file.real))
+    }
+
+    /// [`Confinement::check_uri`], with what the check of a file URI found
+    /// (and, with `want_metadata`, the file's metadata when the lookup can
+    /// give it).
+    fn check_uri_with(
+        &self,
+        uri: &str,
+        want_metadata: bool,
+    ) -> Result<Option<CheckedFile>, ConfineError> {
         let cleaned = clean(uri);
         let Some(scheme) = scheme_of(&cleaned) else {
             return Err(invalid(uri, "no URI scheme"));
         };
         let scheme = scheme.to_ascii_lowercase();
         if scheme == "file" {
-            return self.check_file_uri(uri, &cleaned).map(Some);
+            return self.check_file(uri, &cleaned, want_metadata).map(Some);
         }
         if self.allowed_schemes.contains(&scheme) {
             Ok(None)
@@ -214,28 +226,6 @@ impl Confinement {
         Ok(())
     }
 
-    /// [`Confinement::check_uri`], with what the check of a file URI found
-    /// (and, with `want_metadata`, the file's metadata when the lookup can
-    /// give it).
-    fn check_uri_with(
-        &self,
-        uri: &str,
-        want_metadata: bool,
-    ) -> Result<Option<CheckedFile>, ConfineError> {
-        let cleaned = clean(uri);
-        match scheme_of(&cleaned) {
-            Some(scheme) if scheme.eq_ignore_ascii_case("file") => {
-                self.check_file(uri, &cleaned, want_metadata).map(Some)
-            }
-            _ => self.check_uri(uri).map(|_| None),
-        }
-    }
-
-    fn check_file_uri(&self, uri: &str, cleaned: &str) -> Result<PathBuf, ConfineError> {
-        self.check_file(uri, cleaned, false)
-            .map(|checked| checked.real)
-    }
-
     fn check_file(
         &self,
         uri: &str,
@@ -305,12 +295,8 @@ impl Confinement {
             uri: uri.to_string(),
         };
         let normalized = normalize_lexically(&path);
-        let (lexical, metadata) = if want_metadata {
-            resolve_with_metadata(&normalized)
-        } else {
-            resolve(&normalized).map(|real| (real, None))
-        }
-        .map_err(|_| outside())?;
+        let (lexical, metadata) =
+            resolve_with(&normalized, want_metadata).map_err(|_| outside())?;
         if !self.inside_any(&lexical) {
             return Err(outside());
         }
@@ -618,6 +604,16 @@ enum ResolveError {
 /// `fs::canonicalize` on the longest existing ancestor would get a dangling
 /// link wrong: writing through it creates the file wherever it points.
 fn resolve(path: &Path) -> Result<PathBuf, ResolveError> {
+    resolve_with(path, false).map(|(real, _)| real)
+}
+
+/// [`resolve`], and with `want_metadata` the metadata of what the path
+/// names when the kernel's lookup found it with no symlink on the way (read
+/// from that lookup's own descriptor; `None` on every other way through).
+fn resolve_with(
+    path: &Path,
+    want_metadata: bool,
+) -> Result<(PathBuf, Option<std::fs::Metadata>), ResolveError> {
     if !path.is_absolute() {
         return Err(ResolveError::NotAbsolute);
     }
@@ -627,44 +623,31 @@ fn resolve(path: &Path) -> Result<PathBuf, ResolveError> {
     // with symlinks to where the kernel lands. What it cannot resolve
     // (missing, dangling, a loop, a file used as a directory) is walked.
     use crate::sys::PlainLookup;
-    match crate::sys::lookup_without_symlinks(path) {
-        PlainLookup::Exists => return Ok(where_plain_lands(path)),
-        PlainLookup::Missing => return resolve_walk(path),
+    let (lookup, metadata) = if want_metadata {
+        crate::sys::lookup_without_symlinks_with_metadata(path)
+    } else {
+        (crate::sys::lookup_without_symlinks(path), None)
+    };
+    match lookup {
+        PlainLookup::Exists => {
+            // Most paths come here already normalised (no `.` or `..`).
+            let plain = path
+                .components()
+                .all(|c| !matches!(c, Component::CurDir | Component::ParentDir));
+            let real = if plain {
+                path.to_path_buf()
+            } else {
+                normalize_lexically(path)
+            };
+            return Ok((real, metadata));
+        }
+        PlainLookup::Missing => return resolve_walk(path).map(|real| (real, None)),
         PlainLookup::Unknown => {}
     }
     if let Ok(real) = crate::sys::real_path(path) {
-        return Ok(real);
+        return Ok((real, None));
     }
-    resolve_walk(path)
-}
-
-/// Where a path the kernel found with no symlink on the way lands: itself,
-/// its `..` taken lexically.
-fn where_plain_lands(path: &Path) -> PathBuf {
-    // Most paths come here already normalised (no `.` or `..`).
-    let plain = path
-        .components()
-        .all(|c| !matches!(c, Component::CurDir | Component::ParentDir));
-    if plain {
-        path.to_path_buf()
-    } else {
-        normalize_lexically(path)
-    }
-}
-
-/// [`resolve`], and the metadata of what the path names when the kernel's
-/// lookup found it with no symlink on the way (read from that lookup's own
-/// descriptor; `None` on every other way through).
-fn resolve_with_metadata(
-    path: &Path,
-) -> Result<(PathBuf, Option<std::fs::Metadata>), ResolveError> {
-    if !path.is_absolute() {
-        return Err(ResolveError::NotAbsolute);
-    }
-    match crate::sys::lookup_without_symlinks_with_metadata(path) {
-        (crate::sys::PlainLookup::Exists, metadata) => Ok((where_plain_lands(path), metadata)),
-        _ => resolve(path).map(|real| (real, None)),
-    }
+    resolve_walk(path).map(|real| (real, None))
 }
 
 /// [`resolve`] one component at a time (one `lstat` each).
