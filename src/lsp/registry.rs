@@ -318,12 +318,7 @@ impl Registry {
             return;
         }
         for document in documents {
-            let path = document.path.clone().or_else(|| {
-                url::Url::parse(&document.uri)
-                    .ok()
-                    .and_then(|u| u.to_file_path().ok())
-            });
-            let Some(path) = path else {
+            let Some(path) = document.file_path() else {
                 continue;
             };
             let path = path.canonicalize().unwrap_or(path);

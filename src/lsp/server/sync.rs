@@ -126,7 +126,7 @@ impl Server {
             let mut skipped = HashMap::new();
             for document in named {
                 let uri = &document.uri;
-                let Some(path) = document.path.clone().or_else(|| file_path(uri)) else {
+                let Some(path) = document.file_path() else {
                     continue;
                 };
                 // The gate read the metadata after the request arrived; it
@@ -525,11 +525,4 @@ fn meta_documents(documents: &[DocumentState]) -> Option<Box<RawValue>> {
         documents: &'a [DocumentState],
     }
     serde_json::value::to_raw_value(&Meta { documents }).ok()
-}
-
-fn file_path(uri: &str) -> Option<PathBuf> {
-    url::Url::parse(uri)
-        .ok()
-        .filter(|u| u.scheme() == "file")
-        .and_then(|u| u.to_file_path().ok())
 }

@@ -28,4 +28,42 @@ impl NamedDocument {
             metadata: None,
         }
     }
+
+    /// The path to read the document from: [`NamedDocument::path`] when the
+    /// gate checked it, else the path its `file:` URI spells (none for
+    /// another scheme).
+    pub fn file_path(&self) -> Option<std::path::PathBuf> {
+        self.path.clone().or_else(|| {
+            url::Url::parse(&self.uri)
+                .ok()
+                .filter(|url| url.scheme() == "file")?
+                .to_file_path()
+                .ok()
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_path_to_read_is_the_checked_one_else_the_file_uris() {
+        let checked = NamedDocument {
+            path: Some("/checked/a.rs".into()),
+            ..NamedDocument::from_uri("file:///spelled/a.rs".into())
+        };
+        assert_eq!(checked.file_path(), Some("/checked/a.rs".into()));
+        if cfg!(unix) {
+            let unchecked = NamedDocument::from_uri("file:///spelled/a%20b.rs".into());
+            assert_eq!(unchecked.file_path(), Some("/spelled/a b.rs".into()));
+        }
+        // Another scheme names no file, even one `url` could read as a path.
+        let other = NamedDocument::from_uri("https://localhost/etc/passwd".into());
+        assert_eq!(other.file_path(), None);
+        assert_eq!(
+            NamedDocument::from_uri("untitled:x".into()).file_path(),
+            None
+        );
+    }
 }
