@@ -259,6 +259,13 @@ impl DocumentTable {
             .collect()
     }
 
+    /// The version the server has of `uri`, if open: [`DocumentTable::state`]
+    /// without building it (the check after every answer needs only this).
+    pub fn version(&self, uri: &str) -> Option<i32> {
+        self.docs.get(uri).map(|doc| doc.version)
+    }
+
+    /// Whether `uri` is open.
     pub fn is_open(&self, uri: &str) -> bool {
         self.docs.contains_key(uri)
     }

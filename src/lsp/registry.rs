@@ -611,18 +611,22 @@ impl LspHost for Registry {
         for settler in settlers {
             settler.settle(SETTLE_TIMEOUT).await;
         }
-        let mut log = RequestLog {
+        // Built only when its line will be written: three strings and a
+        // clock read a request otherwise.
+        let mut log = tracing::enabled!(tracing::Level::DEBUG).then(|| RequestLog {
             method: call.method.clone(),
             server: server.spec().config.name.clone(),
             session: call.session.id().to_string(),
             started: std::time::Instant::now(),
             outcome: "abandoned",
-        };
+        });
         let reply = server.request(call).await;
-        log.outcome = match &reply {
-            Ok(_) => "ok",
-            Err(error) => error.reason(),
-        };
+        if let Some(log) = &mut log {
+            log.outcome = match &reply {
+                Ok(_) => "ok",
+                Err(error) => error.reason(),
+            };
+        }
         reply
     }
 

@@ -205,7 +205,7 @@ impl Server {
         documents
             .iter()
             .filter(|d| d.version.is_some())
-            .any(|d| docs.state(&d.uri).version != d.version)
+            .any(|d| docs.version(&d.uri) != d.version)
     }
 
     /// Disk changes below the server's root: open documents are synced again

@@ -546,7 +546,9 @@ impl<H: LspHost> Gate<H> {
         // What the host logs while it serves the request (document sync, the
         // request's own line) is inside the session's span.
         let span = tracing::info_span!("session", session = %session.id());
-        let forwarded = tracing::Instrument::instrument(self.host.request(call), span);
+        // Boxed: the host's future is large (about 10 KB for acp-lsp's
+        // registry), and each wrapper above it would otherwise copy it.
+        let forwarded = tracing::Instrument::instrument(Box::pin(self.host.request(call)), span);
         match within_deadline(forwarded, &slot, method).await {
             Ok(reply) => Ok(reply),
             Err(e) => Err(self.enrich(&session, e).await),
