@@ -318,6 +318,7 @@ async fn write_frames<W: AsyncWrite + Unpin>(
             _ = input_done.cancelled() => break,
         };
         let mut next = Some(first);
+        let mut yielded = false;
         while let Some(body) = next.take() {
             if let Some((rec, dir)) = &recorder {
                 rec.message(dir, &body);
@@ -326,6 +327,14 @@ async fn write_frames<W: AsyncWrite + Unpin>(
                 return;
             }
             next = rx.try_recv().ok();
+            if next.is_none() && !yielded {
+                // Requests being prepared right now (the gate's checks run
+                // in their callers' tasks) join this write instead of each
+                // costing a write and a wake-up of the server of its own.
+                yielded = true;
+                tokio::task::yield_now().await;
+                next = rx.try_recv().ok();
+            }
         }
         if SinkExt::<Vec<u8>>::flush(&mut framed).await.is_err() {
             return;
