@@ -6,11 +6,11 @@
 
 use super::{
     cpu_seconds, fake_config, fake_workspace, file_uri, is_success, median, micros, percentile,
-    raw, Direct, GateStack, NullHandler, Table, Verdict, CALL_TIMEOUT, START_TIMEOUT,
+    raw, Direct, GateStack, NullHandler, Table, Verdict, CALL_TIMEOUT, SESSION, START_TIMEOUT,
 };
 use acp_lsp::lsp::connection::{Connection, Reply};
 use acp_lsp::lsp::registry::RegistryOptions;
-use acp_lsp_core::gate::GateMethod;
+use acp_lsp_core::gate::{GateMethod, Session};
 use anyhow::{bail, ensure, Context, Result};
 use serde_json::json;
 use serde_json::value::RawValue;
@@ -40,6 +40,8 @@ const TARGET_HUGE_MS: f64 = 30.0;
 
 struct Paths {
     stack: GateStack,
+    /// The named document's URI: what the floor loop confines.
+    doc_uri: String,
     direct: Direct,
     gate_params: Box<RawValue>,
     lsp_params: Box<RawValue>,
@@ -75,6 +77,7 @@ impl Paths {
             gate_no_doc: stack.request_params(&server_id, NO_DOC_METHOD, &no_doc, None),
             lsp_no_doc: raw(&no_doc),
             lsp_params: raw(&params),
+            doc_uri: file_uri(&doc),
             stack,
             direct,
         })
@@ -199,14 +202,25 @@ async fn measure(table: &Table, paths: &Paths) -> Result<()> {
         Verdict::Info,
     );
 
+    let session = paths
+        .stack
+        .gate
+        .sessions()
+        .get(SESSION)
+        .context("the bench's session is open")?;
     let (mut c_ours, mut c_direct) = (Concurrent::default(), Concurrent::default());
+    let mut c_floor = Concurrent::default();
     for _ in 0..CONCURRENT_ROUNDS {
         let cpu = cpu_seconds();
         let round = concurrent_gate(&paths.stack, &paths.gate_params).await?;
         c_ours.add(round, cpu_seconds() - cpu);
         let cpu = cpu_seconds();
-        let round = concurrent_direct(&paths.direct.connection, &paths.lsp_params).await?;
+        let round = concurrent_direct(&paths.direct.connection, &paths.lsp_params, None).await?;
         c_direct.add(round, cpu_seconds() - cpu);
+        let cpu = cpu_seconds();
+        let confine = Some((Arc::clone(&session), paths.doc_uri.as_str()));
+        let round = concurrent_direct(&paths.direct.connection, &paths.lsp_params, confine).await?;
+        c_floor.add(round, cpu_seconds() - cpu);
     }
     let (rps_ours, rps_direct) = (c_ours.rps(), c_direct.rps());
     table.row(
@@ -226,6 +240,22 @@ async fn measure(table: &Table, paths: &Paths) -> Result<()> {
         format!("{cpu_ours:.1} µs"),
         format!("{cpu_direct:.1} µs"),
         Some(cpu_ours / cpu_direct),
+        "—",
+        Verdict::Info,
+    );
+    // The floor: the same plain connection, each request preceded by the
+    // one check the RFD cannot do without, the named URI's confinement (URL
+    // parse, the symlink-free lookup; not even the freshness stat). Whatever the gate
+    // does, it does at least this.
+    let rps_floor = c_floor.rps();
+    table.row(
+        format!("2 {IN_FLIGHT} in flight, floor: Connection + each URI's confinement check alone"),
+        format!(
+            "{rps_floor:.0}/s, {:.1} µs CPU a request",
+            c_floor.cpu_per_request()
+        ),
+        format!("{rps_direct:.0}/s, {cpu_direct:.1} µs"),
+        Some(rps_floor / rps_direct),
         "—",
         Verdict::Info,
     );
@@ -299,19 +329,29 @@ async fn concurrent_gate(stack: &GateStack, params: &RawValue) -> Result<(Vec<f6
     join_workers(workers, start).await
 }
 
+/// Requests over a plain `Connection`; with `confine`, each preceded by the
+/// confinement check of that URI in that session (the floor loop).
 async fn concurrent_direct(
     connection: &Arc<Connection>,
     params: &RawValue,
+    confine: Option<(Arc<Session>, &str)>,
 ) -> Result<(Vec<f64>, f64)> {
     let start = Instant::now();
     let mut workers = Vec::new();
     for _ in 0..IN_FLIGHT {
         let connection = Arc::clone(connection);
         let params = params.to_owned();
+        let confine = confine
+            .as_ref()
+            .map(|(session, uri)| (Arc::clone(session), uri.to_string()));
         workers.push(tokio::spawn(async move {
             let mut latencies = Vec::with_capacity(PER_WORKER);
             for _ in 0..PER_WORKER {
                 let t = Instant::now();
+                if let Some((session, uri)) = &confine {
+                    let path = session.confinement().check_uri(uri);
+                    ensure!(matches!(path, Ok(Some(_))), "confinement: {path:?}");
+                }
                 let reply = connection.request(METHOD, Some(&params)).await;
                 latencies.push(micros(t.elapsed()));
                 if !matches!(reply, Reply::Result(_)) {
