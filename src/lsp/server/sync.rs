@@ -524,5 +524,8 @@ fn meta_documents(documents: &[DocumentState]) -> Option<Box<RawValue>> {
     struct Meta<'a> {
         documents: &'a [DocumentState],
     }
-    serde_json::value::to_raw_value(&Meta { documents }).ok()
+    // Written into a buffer sized for a document or two, not grown from 128 bytes.
+    let mut out = Vec::with_capacity(256 * documents.len());
+    serde_json::to_writer(&mut out, &Meta { documents }).ok()?;
+    RawValue::from_string(String::from_utf8(out).ok()?).ok()
 }

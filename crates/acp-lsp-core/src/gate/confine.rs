@@ -166,7 +166,9 @@ impl Confinement {
         params: &T,
         named: &mut [NamedDocument],
     ) -> Result<(), ConfineError> {
-        let mut stack: Vec<(&T, Slot)> = vec![(params, Slot::Plain)];
+        // Room for a position request's params without growing.
+        let mut stack: Vec<(&T, Slot)> = Vec::with_capacity(16);
+        stack.push((params, Slot::Plain));
         while let Some((value, slot)) = stack.pop() {
             if let Some(s) = value.as_str() {
                 self.check_string(s, slot == Slot::UriValue, named)?;
@@ -554,7 +556,7 @@ fn windows_name_trouble(raw_path: &str) -> Option<&'static str> {
 /// Removes `.` and `..` without touching the filesystem (`..` at the root
 /// stays at the root), as a WHATWG parser would.
 fn normalize_lexically(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
+    let mut out = PathBuf::with_capacity(path.as_os_str().len());
     for component in path.components() {
         match component {
             Component::CurDir => {}

@@ -59,10 +59,11 @@ const LINEAR_KEYS: usize = 16;
 /// recursion: the keys of the open objects on one stack on the heap.
 pub fn duplicate_key(text: &str) -> Option<String> {
     let b = text.as_bytes();
-    // The keys of every open object, innermost last.
-    let mut keys: Vec<Cow<'_, str>> = Vec::new();
+    // The keys of every open object, innermost last; sized so that an
+    // ordinary request's scan never grows them (each growth a `realloc`).
+    let mut keys: Vec<Cow<'_, str>> = Vec::with_capacity(32);
     // One frame per open container.
-    let mut open: Vec<Frame<'_>> = Vec::new();
+    let mut open: Vec<Frame<'_>> = Vec::with_capacity(8);
     let mut i = 0;
     while i < b.len() {
         match b[i] {

@@ -255,7 +255,12 @@ pub fn encode_error(id: Option<&RequestId>, error: &ErrorObject) -> Vec<u8> {
 
 /// Serializes a request or notification with raw params.
 pub fn encode_request(id: Option<&RequestId>, method: &str, params: Option<&RawValue>) -> Vec<u8> {
-    let mut out = Vec::with_capacity(64 + params.map_or(0, |p| p.get().len()));
+    // Sized for the whole message: a buffer that grows is a `realloc`, and
+    // under the gate's load glibc's arena lock made those a tenth of the
+    // request path (BENCHMARKS.md).
+    let id_len = id.map_or(0, |id| id.as_json().len());
+    let params_len = params.map_or(0, |p| p.get().len());
+    let mut out = Vec::with_capacity(48 + id_len + method.len() + params_len);
     out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",");
     if let Some(id) = id {
         out.extend_from_slice(b"\"id\":");
