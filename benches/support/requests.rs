@@ -245,8 +245,8 @@ async fn measure(table: &Table, paths: &Paths) -> Result<()> {
     );
     // The floor: the same plain connection, each request preceded by the
     // one check the RFD cannot do without, the named URI's confinement (URL
-    // parse, the symlink-free lookup; not even the freshness stat). Whatever the gate
-    // does, it does at least this.
+    // parse, the symlink-free lookup; not even the freshness stat).
+    // Whatever the gate does, it does at least this.
     let rps_floor = c_floor.rps();
     table.row(
         format!("2 {IN_FLIGHT} in flight, floor: Connection + each URI's confinement check alone"),

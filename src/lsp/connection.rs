@@ -667,4 +667,70 @@ mod tests {
         assert!(matches!(big.await, Reply::TooLarge { declared } if declared == huge.len()));
         assert!(matches!(small.await, Reply::Result(_)));
     }
+
+    /// The server's stdin, counting the writes that reach it.
+    struct CountedWrites {
+        inner: DuplexStream,
+        writes: Arc<AtomicU64>,
+    }
+
+    impl AsyncWrite for CountedWrites {
+        fn poll_write(
+            mut self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+            buf: &[u8],
+        ) -> Poll<std::io::Result<usize>> {
+            let written = Pin::new(&mut self.inner).poll_write(cx, buf);
+            if matches!(written, Poll::Ready(Ok(n)) if n > 0) {
+                self.writes.fetch_add(1, Ordering::Relaxed);
+            }
+            written
+        }
+
+        fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+            Pin::new(&mut self.inner).poll_flush(cx)
+        }
+
+        fn poll_shutdown(
+            mut self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+        ) -> Poll<std::io::Result<()>> {
+            Pin::new(&mut self.inner).poll_shutdown(cx)
+        }
+    }
+
+    /// A message queued while the writer holds another (a request whose
+    /// caller was still finishing the gate's checks) leaves in the same
+    /// write, not in a write and a server wake-up of its own.
+    #[tokio::test]
+    async fn a_message_queued_while_the_writer_works_joins_its_write() {
+        let (conn_out, mut server_in) = tokio::io::duplex(1 << 16);
+        let (_server_out, conn_in) = tokio::io::duplex(1 << 16);
+        let writes = Arc::new(AtomicU64::new(0));
+        let stdin = CountedWrites {
+            inner: conn_out,
+            writes: Arc::clone(&writes),
+        };
+        let conn = Connection::start(
+            "s",
+            conn_in,
+            stdin,
+            Limits::default(),
+            Arc::new(Answers),
+            None,
+        );
+        conn.notify("a", None);
+        // The writer takes `a` (this test's runtime has one thread, so it
+        // runs now); `b` is queued while it holds `a`.
+        tokio::task::yield_now().await;
+        conn.notify("b", None);
+        let mut buf = BytesMut::new();
+        assert!(next_body(&mut server_in, &mut buf)
+            .await
+            .contains(r#""method":"a""#));
+        assert!(next_body(&mut server_in, &mut buf)
+            .await
+            .contains(r#""method":"b""#));
+        assert_eq!(writes.load(Ordering::Relaxed), 1, "a and b in one write");
+    }
 }
